@@ -1,0 +1,135 @@
+"""`reasoning-rl`: the command line.
+
+Each subcommand is a small function taking parsed args; heavy imports (torch,
+transformers) happen inside the commands that need them, so `reasoning-rl --help` and
+`reasoning-rl verifiers list` start fast. A bad config or bad input exits with status 2
+and one line naming the key and the value.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import ConfigError
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML or TOML config file")
+    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
+                   help="override one knob, e.g. --set sft.steps=200 (repeatable)")
+
+
+def _load_config(args):
+    from . import config
+    from .configs import Config
+
+    return config.load(Config, args.config, args.overrides)
+
+
+def _set_threads(cfg) -> None:
+    import torch
+
+    torch.set_num_threads(cfg.num_threads)
+
+
+# ---------------------------------------------------------------- commands
+def cmd_verifiers_list(args) -> int:
+    import verifiers
+
+    errors = verifiers.load_all()
+    rows = []
+    for name in verifiers.names():
+        v = verifiers.get(name)
+        s = v.spec
+        rows.append({"name": name, "version": v.version, "distribution": verifiers.distribution(name),
+                     "needs": list(s.needs), "output_range": list(s.output_range),
+                     "deterministic": s.deterministic, "default_timeout": s.default_timeout,
+                     "description": s.description})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'name':<16} {'version':<8} {'distribution':<24} spec")
+        for r in rows:
+            print(f"{r['name']:<16} {r['version']:<8} {r['distribution']:<24} needs={','.join(r['needs']) or '-'} "
+                  f"range={tuple(r['output_range'])} deterministic={r['deterministic']} "
+                  f"timeout={r['default_timeout']}s  {r['description']}")
+    for e in errors:
+        print(str(e), file=sys.stderr)
+    return 0
+
+
+def cmd_config(args) -> int:
+    from . import config
+    from .configs import Config
+
+    if args.describe:
+        for key, default, help_ in config.describe(Config):
+            print(f"{key:<36} {default:<24} {help_}")
+        return 0
+    print(json.dumps(config.to_dict(_load_config(args)), indent=1))
+    return 0
+
+
+def cmd_sft(args) -> int:
+    import os
+
+    cfg = _load_config(args)
+    _set_threads(cfg)
+    if cfg.model.name_or_path != "tiny":
+        print("sft: only the embedded default (model.name_or_path=tiny) has a built-in warm start", file=sys.stderr)
+        return 2
+    from .evaluate import greedy_accuracy
+    from .models import load_policy
+    from .sft import build_sft_checkpoint
+    from .tiny.tasks import make_rows
+
+    path = build_sft_checkpoint(cfg, force=args.force)
+    model, tok = load_policy(cfg)
+    _, test = make_rows(cfg.tasks)
+    acc = greedy_accuracy(model, tok, test[: cfg.sft.eval_size])
+    if args.output:
+        os.makedirs(args.output, exist_ok=True)
+        model.save_pretrained(args.output)
+        tok.save_pretrained(args.output)
+        path = args.output
+    print(f"sft checkpoint: {path}")
+    print(f"held-out accuracy: {acc:.3f} ({min(len(test), cfg.sft.eval_size)} prompts, greedy)")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("verifiers", help="inspect installed verifiers")
+    vsub = p.add_subparsers(dest="verifiers_command", metavar="ACTION", required=True)
+    q = vsub.add_parser("list", help="name, version, source distribution and spec of every verifier")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.set_defaults(func=cmd_verifiers_list)
+
+    p = sub.add_parser("config", help="print the resolved config, or every knob with its help")
+    _add_config_args(p)
+    p.add_argument("--describe", action="store_true", help="list every knob, its default and help text")
+    p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("sft", help="supervised warm start of the embedded tiny model (cached); prints held-out accuracy")
+    _add_config_args(p)
+    p.add_argument("--force", action="store_true", help="retrain even if a cached checkpoint exists")
+    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here")
+    p.set_defaults(func=cmd_sft)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Procedural reasoning tasks with exact answers: the embedded default's data.
+
+Families (each a pure function of a `random.Random`):
+  add    a+b          operands up to `max_digits` digits
+  sub    a-b          may go negative
+  chain  a+b+c(+d)    small operands, several steps
+  mul    a*b          one operand a single digit
+
+Each row is {"prompt_id", "task", "prompt", "answer"}; the prompt is "<expr>=" and the
+gold completion is the integer answer. The split is decided by a stable hash of the
+prompt text, so a prompt is in the train split or the held-out split, never both, for
+any seed and any sizes. Same seed, same rows.
+
+Not here: natural-language word problems, or reasoning-gym (its generators need
+downloads of their own for some families; these four are all the demo needs).
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+from ..config import knob
+from ..registry import Registry
+
+FAMILIES: Registry[Callable[[random.Random, int], tuple[str, int]]] = Registry("task family")
+
+
+def _operand(rng: random.Random, max_digits: int) -> int:
+    digits = rng.randint(1, max_digits)
+    return rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10**digits - 1)
+
+
+@FAMILIES.register("add")
+def _add(rng: random.Random, max_digits: int) -> tuple[str, int]:
+    a, b = _operand(rng, max_digits), _operand(rng, max_digits)
+    return f"{a}+{b}=", a + b
+
+
+@FAMILIES.register("sub")
+def _sub(rng: random.Random, max_digits: int) -> tuple[str, int]:
+    a, b = _operand(rng, max_digits), _operand(rng, max_digits)
+    return f"{a}-{b}=", a - b
+
+
+@FAMILIES.register("chain")
+def _chain(rng: random.Random, max_digits: int) -> tuple[str, int]:
+    xs = [_operand(rng, max(1, max_digits - 1)) for _ in range(rng.randint(3, 4))]
+    return "+".join(map(str, xs)) + "=", sum(xs)
+
+
+@FAMILIES.register("mul")
+def _mul(rng: random.Random, max_digits: int) -> tuple[str, int]:
+    a, b = rng.randint(2, 9), _operand(rng, max(1, max_digits - 1))
+    return f"{a}*{b}=", a * b
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py)")
+    max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
+    num_train: int = knob(4000, "train prompts", min=1)
+    num_test: int = knob(400, "held-out prompts (never overlap train)", min=1)
+    heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out", min=1, max=90)
+    seed: int = knob(0, "generation seed")
+
+
+def _is_heldout(prompt: str, percent: int) -> bool:
+    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+    return h % 100 < percent
+
+
+def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
+    """(train_rows, test_rows), deterministic in `cfg`."""
+    fams = [(name, FAMILIES.get(name)) for name in cfg.families]
+    if not fams:
+        raise ValueError("tasks.families is empty")
+    rng = random.Random(cfg.seed)
+    train: list[dict] = []
+    test: list[dict] = []
+    seen: set[str] = set()
+    budget = 200 * (cfg.num_train + cfg.num_test)
+    while (len(train) < cfg.num_train or len(test) < cfg.num_test) and budget > 0:
+        budget -= 1
+        name, fn = fams[rng.randrange(len(fams))]
+        prompt, ans = fn(rng, cfg.max_digits)
+        if prompt in seen:
+            continue
+        held = _is_heldout(prompt, cfg.heldout_percent)
+        bucket, want = (test, cfg.num_test) if held else (train, cfg.num_train)
+        if len(bucket) >= want:
+            continue
+        seen.add(prompt)
+        pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
+        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, "answer": str(ans)})
+    if len(train) < cfg.num_train or len(test) < cfg.num_test:
+        raise ValueError(f"tasks: only {len(train)} train / {len(test)} held-out distinct prompts exist for "
+                         f"families={list(cfg.families)} max_digits={cfg.max_digits}; lower tasks.num_train/num_test")
+    return train, test
+
+
+def make_dataset(cfg: TaskConfig):
+    """A `datasets.DatasetDict` with "train" and "test" splits."""
+    from datasets import Dataset, DatasetDict
+
+    train, test = make_rows(cfg)
+    return DatasetDict({"train": Dataset.from_list(train), "test": Dataset.from_list(test)})

@@ -1,0 +1,178 @@
+"""The seam types: the only objects that cross package lines.
+
+Standard library only, so `verifiers`, `sandboxes` and `curricula` can use them
+without pulling in torch.
+
+The one rule they carry: a verdict whose `score` is None (ABSTAIN, TIMEOUT, ERROR)
+is *masked*. It is never read as 0.0; every statistic, filter and pair builder
+skips it and counts it. `Verdict.__post_init__` enforces that a status and its
+score agree, so a crashed verifier cannot smuggle a number through.
+
+Deliberately not here: tensors, tokenizers, anything with behaviour beyond
+validation and small derived properties.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = ["Status", "Verdict", "Sample", "Group", "Pair", "MASKED", "SCORED"]
+
+
+class Status(str, enum.Enum):
+    """What a verifier concluded. The first three are the model's doing; the last
+    three mean the verifier has no opinion (the sample is masked)."""
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    UNPARSEABLE = "unparseable"  # the model's output has no usable answer: a model failure, scored
+    ABSTAIN = "abstain"  # the verifier does not apply (e.g. the reference cannot be parsed)
+    TIMEOUT = "timeout"  # the verifier's own budget ran out
+    ERROR = "error"  # the verifier, sandbox or judge failed
+
+    @property
+    def scored(self) -> bool:
+        return self in SCORED
+
+
+SCORED = frozenset({Status.CORRECT, Status.INCORRECT, Status.UNPARSEABLE})
+MASKED = frozenset({Status.ABSTAIN, Status.TIMEOUT, Status.ERROR})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One verifier's judgement of one completion.
+
+    status:  see `Status`.
+    score:   a finite float for scored statuses; None for masked ones (enforced).
+    detail:  a short human-readable reason ("extracted '42', gold '42'", "wall time limit").
+    metrics: anything numeric worth logging (latency, tests run, ...).
+    """
+
+    status: Status
+    score: float | None
+    detail: str = ""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            try:
+                object.__setattr__(self, "status", Status(self.status))
+            except ValueError:
+                raise ValueError(f"Verdict.status: unknown status {self.status!r}; "
+                                 f"expected one of {[s.value for s in Status]}") from None
+        if self.status in MASKED:
+            if self.score is not None:
+                raise ValueError(f"Verdict.score must be None for status {self.status.value}, got {self.score!r}")
+        else:
+            if self.score is None or isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+                raise ValueError(f"Verdict.score must be a number for status {self.status.value}, got {self.score!r}")
+            if not math.isfinite(self.score):
+                raise ValueError(f"Verdict.score must be finite, got {self.score!r}")
+            object.__setattr__(self, "score", float(self.score))
+
+    @property
+    def masked(self) -> bool:
+        return self.status in MASKED
+
+    @property
+    def passed(self) -> bool | None:
+        """Binary outcome: True if CORRECT, False if INCORRECT/UNPARSEABLE, None if masked."""
+        if self.masked:
+            return None
+        return self.status is Status.CORRECT
+
+    # convenience constructors -------------------------------------------------
+    @classmethod
+    def correct(cls, score: float = 1.0, detail: str = "", **metrics: float) -> "Verdict":
+        return cls(Status.CORRECT, score, detail, metrics)
+
+    @classmethod
+    def incorrect(cls, score: float = 0.0, detail: str = "", **metrics: float) -> "Verdict":
+        return cls(Status.INCORRECT, score, detail, metrics)
+
+    @classmethod
+    def unparseable(cls, score: float = 0.0, detail: str = "", **metrics: float) -> "Verdict":
+        return cls(Status.UNPARSEABLE, score, detail, metrics)
+
+    @classmethod
+    def masked_as(cls, status: Status, detail: str = "", **metrics: float) -> "Verdict":
+        if status not in MASKED:
+            raise ValueError(f"masked_as: {status} is not a masked status")
+        return cls(status, None, detail, metrics)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion of one prompt, as sampled by π_old.
+
+    token_ids: response tokens only (no prompt), length n.
+    logprobs:  log π_old(token_t | ...) for each of those tokens, length n (or empty if the engine gave none).
+    finish_reason: "stop" or "length" (truncated).
+    verdicts:  verifier name -> Verdict, filled in after verification.
+    """
+
+    text: str
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    finish_reason: str = "stop"
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "token_ids", tuple(self.token_ids))
+        object.__setattr__(self, "logprobs", tuple(self.logprobs))
+        if self.logprobs and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(f"Sample.logprobs has {len(self.logprobs)} entries for {len(self.token_ids)} tokens")
+        if self.finish_reason not in ("stop", "length"):
+            raise ValueError(f"Sample.finish_reason must be 'stop' or 'length', got {self.finish_reason!r}")
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    def with_verdicts(self, verdicts: Mapping[str, Verdict]) -> "Sample":
+        merged = dict(self.verdicts)
+        merged.update(verdicts)
+        return Sample(self.text, self.token_ids, self.logprobs, self.finish_reason, merged)
+
+    def outcome(self, verifier: str) -> bool | None:
+        """Pass/fail under one verifier; None when masked or not verified by it."""
+        v = self.verdicts.get(verifier)
+        return None if v is None else v.passed
+
+
+@dataclass(frozen=True)
+class Group:
+    """G samples of one prompt. Filters keep or drop a Group whole."""
+
+    prompt_id: str
+    prompt: str
+    task: Mapping[str, Any] = field(default_factory=dict)  # reference answer, tests, metadata
+    samples: tuple[Sample, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples", tuple(self.samples))
+
+    def outcomes(self, verifier: str) -> list[bool | None]:
+        return [s.outcome(verifier) for s in self.samples]
+
+    def is_mixed(self, verifier: str) -> bool:
+        """At least one pass and one fail among the *scored* samples (ALGORITHMS.md §9)."""
+        scored = [o for o in self.outcomes(verifier) if o is not None]
+        return any(scored) and not all(scored)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A preference pair: chosen passed the outcome verifier, rejected failed it, same prompt."""
+
+    prompt: str
+    chosen: str
+    rejected: str
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chosen == self.rejected:
+            raise ValueError("Pair.chosen and Pair.rejected are the same text")

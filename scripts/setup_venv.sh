@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv in the repository root and install the project with its dev extras.
+# On a machine with an NVIDIA GPU: the normal torch from the registry. Otherwise torch==2.13.0
+# (the CPU build that lies on disk on our machines; elsewhere pip takes the registry's build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; assert sys.version_info >= (3, 10), "reasoning-rl needs Python >= 3.10"'
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip "setuptools>=68"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  TORCH=torch
+else
+  TORCH=torch==2.13.0
+fi
+.venv/bin/python -m pip install -q "$TORCH"
+.venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
+echo "setup: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -1,0 +1,80 @@
+"""Configs: unknown keys, wrong types and out-of-range values are errors naming key and value."""
+import subprocess
+
+import pytest
+
+from reasoning_rl import config
+from reasoning_rl.config import ConfigError
+from reasoning_rl.configs import Config
+
+from .conftest import PY, run_env
+
+# (overrides, fragment the error must contain) -- each a mistake a user makes
+BAD = [
+    (["sft.stpes=10"], "unknown config key 'sft.stpes' (value 10)"),
+    (["modle.name_or_path=x"], "unknown config key 'modle'"),
+    (["sft.steps=ten"], "sft.steps: value 'ten' is not an int"),
+    (["sft.steps=0"], "sft.steps: value 0 is below the minimum 1"),
+    (["sft.lr=-1"], "sft.lr: value -1.0 is below the minimum 0.0"),
+    (["tasks.max_digits=99"], "tasks.max_digits: value 99 is above the maximum 12"),
+    (["model.sft_warm_start=maybe"], "model.sft_warm_start: value 'maybe' is not a bool"),
+    (["tasks.families=add"], "tasks.families: expected a list"),
+    (["sft=3"], "sft: expected a section"),
+    (["seed"], "--set expects section.key=value"),
+]
+
+
+@pytest.mark.parametrize("overrides,fragment", BAD)
+def test_bad_overrides_name_the_key(overrides, fragment):
+    with pytest.raises(ConfigError) as e:
+        config.load(Config, overrides=overrides)
+    assert fragment in str(e.value)
+
+
+def test_defaults_and_overrides():
+    cfg = config.load(Config, overrides=["sft.steps=7", "tasks.families=[add, mul]", "model.tiny.num_layers=2"])
+    assert cfg.sft.steps == 7 and cfg.tasks.families == ("add", "mul") and cfg.model.tiny.num_layers == 2
+    assert cfg.sft.batch_size == Config().sft.batch_size
+    with pytest.raises(AttributeError):
+        cfg.seed = 3  # frozen
+
+
+def test_yaml_and_toml_files_agree(tmp_path):
+    (tmp_path / "c.yaml").write_text("seed: 5\nsft:\n  steps: 11\n  lr: 0.001\n")
+    (tmp_path / "c.toml").write_text("seed = 5\n[sft]\nsteps = 11\nlr = 0.001\n")
+    a = config.load(Config, tmp_path / "c.yaml")
+    b = config.load(Config, tmp_path / "c.toml")
+    assert a == b and a.seed == 5 and a.sft.steps == 11
+    c = config.load(Config, tmp_path / "c.yaml", ["sft.steps=12"])
+    assert c.sft.steps == 12  # --set wins over the file
+
+
+def test_file_with_misspelled_key(tmp_path):
+    (tmp_path / "c.yaml").write_text("sft:\n  batchsize: 8\n")
+    with pytest.raises(ConfigError, match="unknown config key 'sft.batchsize' \\(value 8\\)"):
+        config.load(Config, tmp_path / "c.yaml")
+
+
+def test_missing_or_malformed_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(Config, tmp_path / "nope.yaml")
+    (tmp_path / "bad.toml").write_text("seed = [\n")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        config.load(Config, tmp_path / "bad.toml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        config.load(Config, tmp_path / "list.yaml")
+
+
+def test_every_knob_has_help():
+    rows = config.describe(Config)
+    assert len(rows) > 15
+    missing = [k for k, _, h in rows if not h.strip()]
+    assert not missing, f"knobs without help text: {missing}"
+
+
+def test_cli_reports_misspelled_key_and_exits_2(tmp_path):
+    r = subprocess.run([PY, "-m", "reasoning_rl", "config", "--set", "sft.stpes=3"],
+                       capture_output=True, text=True, env=run_env(), timeout=120)
+    assert r.returncode == 2
+    assert "unknown config key 'sft.stpes'" in r.stderr

@@ -1,0 +1,62 @@
+"""Plugin discovery through a real entry point: the example plugin and a deliberately
+broken one are pip-installed into a temporary directory and found by a fresh process."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import PY, ROOT, run_env
+
+
+@pytest.fixture(scope="module")
+def plugin_site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plugins")
+    srcs = []
+    for src in (ROOT / "examples/plugins/rrl-example-plugin", ROOT / "tests/fixtures/rrl-broken-plugin"):
+        dst = tmp / "src" / src.name
+        shutil.copytree(src, dst)
+        srcs.append(str(dst))
+    site = tmp / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--target", str(site), *srcs], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return site
+
+
+def _list(site, *extra):
+    env = run_env()
+    env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
+    return subprocess.run([PY, "-m", "reasoning_rl", "verifiers", "list", *extra],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_installed_plugin_is_listed_with_its_distribution(plugin_site):
+    r = _list(plugin_site, "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert rows["keywords"]["distribution"] == "rrl-example-plugin"
+    assert rows["keywords"]["version"] == "0.1.0"
+    assert rows["keywords"]["needs"] == ["reference"]
+    assert rows["exact"]["distribution"] == "reasoning-rl"  # the built-ins still load
+    assert "backwards" not in rows
+
+
+def test_broken_plugin_gives_one_clear_error_line(plugin_site):
+    r = _list(plugin_site)
+    assert r.returncode == 0
+    errors = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1, r.stderr
+    assert "rrl-broken-plugin" in errors[0] and "output_range" in errors[0] and "(1.0, 0.0)" in errors[0]
+    assert "keywords" in r.stdout and "rrl-example-plugin" in r.stdout
+
+
+def test_plugin_verifier_works_in_the_fresh_process(plugin_site):
+    probe = ("import verifiers; v = verifiers.get('keywords'); "
+             "print(v.verify('the cat sat', ['cat', 'dog']).score, v.verify('cat dog', ['cat', 'dog']).status.value)")
+    env = run_env()
+    env["PYTHONPATH"] = f"{plugin_site}:{env['PYTHONPATH']}"
+    r = subprocess.run([PY, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0.5", "correct"]

@@ -1,0 +1,118 @@
+"""The embedded default: tokenizer, model, tasks and the SFT warm start, all built in code."""
+import subprocess
+
+import pytest
+import torch
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.models import build_tiny
+from reasoning_rl.sft import encode_pairs, sft_loss, train_sft
+from reasoning_rl.tiny.tasks import TaskConfig, make_dataset, make_rows
+from reasoning_rl.tiny.tokenizer import build_char_tokenizer
+
+from .conftest import PY, run_env
+
+
+def test_tokenizer_round_trips_and_adds_bos(tmp_path):
+    tok = build_char_tokenizer()
+    text = "12+345=-7 * (x)\nok"
+    ids = tok(text)["input_ids"]
+    assert ids[0] == tok.bos_token_id and len(ids) == len(text) + 1
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    tok.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    tok2 = AutoTokenizer.from_pretrained(tmp_path)
+    assert tok2(text)["input_ids"] == ids and tok2.decode(ids[1:]) == text
+    assert tok2.pad_token_id == tok.pad_token_id and tok2.padding_side == "left"
+
+
+def test_model_size_and_save_load_round_trip(tmp_path):
+    cfg = Config()
+    model, tok = build_tiny(cfg)
+    n = sum(p.numel() for p in model.parameters())
+    assert 500_000 < n < 5_000_000
+    assert model.config.head_dim >= 64
+    model.save_pretrained(tmp_path)
+    from transformers import AutoModelForCausalLM
+
+    again = AutoModelForCausalLM.from_pretrained(tmp_path)
+    ids = tok(["1+2="], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits, again(ids).logits, atol=1e-6)
+
+
+def test_tasks_are_deterministic_and_splits_never_overlap():
+    cfg = TaskConfig(num_train=500, num_test=100, seed=3)
+    a_train, a_test = make_rows(cfg)
+    b_train, b_test = make_rows(cfg)
+    assert a_train == b_train and a_test == b_test
+    assert {r["prompt"] for r in a_train}.isdisjoint({r["prompt"] for r in a_test})
+    # a different seed gives different prompts but the same split rule: still disjoint
+    c_train, c_test = make_rows(TaskConfig(num_train=500, num_test=100, seed=4))
+    assert {r["prompt"] for r in c_train}.isdisjoint({r["prompt"] for r in a_test})
+    for r in a_train + a_test:
+        assert eval(r["prompt"][:-1]) == int(r["answer"])  # the answer is exact
+    ds = make_dataset(cfg)
+    assert set(ds) == {"train", "test"} and ds["train"].column_names == ["prompt_id", "task", "prompt", "answer"]
+
+
+def test_tasks_too_many_requested_is_a_clear_error():
+    with pytest.raises(ValueError, match="distinct prompts"):
+        make_rows(TaskConfig(families=("mul",), max_digits=1, num_train=500, num_test=10))
+
+
+def test_response_mask_covers_answer_and_eos_only():
+    tok = build_char_tokenizer()
+    ids, attn, resp = encode_pairs(tok, ["1+2=", "10+20="], ["3", "30"])
+    assert ids.shape == (2, 1 + 6 + 2 + 1)
+    row0 = ids[0][resp[0].bool()].tolist()
+    assert tok.decode(row0[:-1]) == "3" and row0[-1] == tok.eos_token_id
+    assert attn[0].sum() == 1 + 4 + 2 and resp[1].sum() == 3
+
+
+def test_short_sft_lowers_the_loss():
+    cfg = config.load(Config, overrides=["sft.steps=40", "sft.batch_size=32", "sft.warmup_steps=5", "sft.log_every=1000"])
+    model, tok = build_tiny(cfg)
+    rows, _ = make_rows(cfg.tasks)
+    batch = rows[:64]
+    ids, attn, resp = encode_pairs(tok, [r["prompt"] for r in batch], [r["answer"] for r in batch])
+    with torch.no_grad():
+        before = sft_loss(model, ids, attn, resp).item()
+    train_sft(cfg, model, tok, rows, log=lambda *_: None)
+    with torch.no_grad():
+        after = sft_loss(model, ids, attn, resp).item()
+    assert after < before - 1.0, (before, after)
+
+
+def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
+    r = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.eval_size=50",
+                        "--output", str(tmp_path / "ckpt")],
+                       capture_output=True, text=True, env=run_env(REASONING_RL_CACHE=str(tmp_path / "cache")),
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "held-out accuracy: " in r.stdout
+    acc = float(r.stdout.split("held-out accuracy: ")[1].split()[0])
+    assert 0.0 <= acc <= 1.0
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
+    assert AutoTokenizer.from_pretrained(tmp_path / "ckpt").decode([40]) != ""
+    # the cache is reused: a second run does not train again
+    r2 = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.eval_size=50"],
+                        capture_output=True, text=True, env=run_env(REASONING_RL_CACHE=str(tmp_path / "cache")),
+                        timeout=600)
+    assert r2.returncode == 0 and "sft step" not in r2.stdout
+
+
+@pytest.mark.slow
+def test_default_sft_reaches_moderate_heldout_accuracy():
+    from reasoning_rl.evaluate import greedy_accuracy
+    from reasoning_rl.models import load_policy
+
+    cfg = Config()
+    model, tok = load_policy(cfg)
+    _, test = make_rows(cfg.tasks)
+    acc = greedy_accuracy(model, tok, test)
+    assert 0.2 <= acc <= 0.6, acc
