@@ -1,0 +1,71 @@
+"""Response-only token log-probabilities from a causal LM (ALGORITHMS.md §1).
+
+log pi(y|x) = sum_t log pi(y_t | x, y_<t), over response tokens only: the prompt and the
+padding are masked. Inputs follow the rollout layout: the prompt left-padded, the
+completion right-padded, concatenated.
+
+    prompt_ids, prompt_mask:         (B, Tp)  left-padded
+    completion_ids, completion_mask: (B, Tc)  right-padded
+    -> per-token log-probs (B, Tc), zero where completion_mask is 0
+
+Only the last Tc+1 positions' logits are materialised (`logits_to_keep`), and the
+log-softmax is computed as gather - logsumexp, so memory stays (B, Tc, V) at most.
+Not here: batching over micro-batches or any loss.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                   completion_mask: torch.Tensor, *, temperature: float = 1.0,
+                   return_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc)."""
+    if prompt_ids.shape[0] != completion_ids.shape[0]:
+        raise ValueError(f"prompt batch {prompt_ids.shape[0]} != completion batch {completion_ids.shape[0]}")
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, Tp + Tc)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # left padding does not shift positions
+    Tc = completion_ids.shape[1]
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                logits_to_keep=Tc + 1, use_cache=False)
+    logits = out.logits[:, :-1, :].float()  # (B, Tc, V): position t predicts completion token t
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = torch.logsumexp(logits, dim=-1)  # (B, Tc)
+    logp = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - lse
+    cm = completion_mask.to(logp.dtype)
+    logp = logp * cm
+    if not return_entropy:
+        return logp
+    probs = torch.softmax(logits, dim=-1)
+    entropy = (lse - (probs * logits).sum(-1)) * cm  # H = logsumexp - E_p[logit]
+    return logp, entropy
+
+
+def sequence_logprob(per_token: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """log pi(y|x) = sum of response-token log-probs. (B, Tc) -> (B,)"""
+    return (per_token * completion_mask.to(per_token.dtype)).sum(-1)
+
+
+def pad_completions(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id lists into (B, Tc) ids and mask."""
+    Tc = max((len(s) for s in seqs), default=0)
+    ids = torch.full((len(seqs), max(Tc, 1)), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, :len(s)] = 1
+    return ids, mask
+
+
+def pad_prompts(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token-id lists into (B, Tp) ids and mask."""
+    Tp = max((len(s) for s in seqs), default=0)
+    ids = torch.full((len(seqs), max(Tp, 1)), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, -len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, -len(s):] = 1
+    return ids, mask

@@ -1,0 +1,250 @@
+"""Losses: registries of pure functions over per-token tensors (ALGORITHMS.md §3, §5, §6, §8).
+
+Shapes: B sequences, T response tokens. `mask` (B, T) is 1 on response tokens and 0 on
+prompt/padding. Every policy-type loss returns `LossOut(loss, metrics)`: a scalar to
+*minimise* and plain floats to log.
+
+    ppo_clip      J = E_t[min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)], rho = exp(logp - logp_old);
+                  optional dual clip (Ye et al. 2020, arXiv:1912.09729) for A < 0; optional KL-in-loss
+                  J <- J - beta * k(logp, logp_ref).   Schulman et al. 2017 (arXiv:1707.06347);
+                  DAPO eps_high (Yu et al. 2025, arXiv:2503.14476).
+    pg            plain policy gradient, -A logp.
+    value         (V - G)^2, optionally clipped around V_old (PPO2 style), times 1/2 is NOT applied.
+    entropy       -H, the bonus as a loss.
+    dpo_sigmoid   -log sigma(beta m), m = (logp_w - ref_w) - (logp_l - ref_l). Rafailov et al. 2023
+    ipo           (m/|y| - 1/(2 beta))^2 with per-token-averaged log-ratios. Azar et al. 2023
+    bradley_terry -log sigma(r_w - r_l).
+
+KL estimators (Schulman 2020, "Approximating KL divergence"), log r = logp - logp_ref:
+    k1 = log r,  k2 = (log r)^2 / 2,  k3 = u - log u - 1 with u = pi_ref / pi_theta.
+
+Aggregations over tokens (§6): token_mean (DAPO), seq_mean_token_mean (GRPO),
+seq_mean_token_sum_norm (Dr. GRPO, divides each sequence's sum by a constant).
+
+Not here: computing log-probs from a model (logprobs.py) or advantages (advantages.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .registry import Registry
+
+AGGREGATIONS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregation")
+KL_ESTIMATORS: Registry[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = Registry("KL estimator")
+LOSSES: Registry[Callable[..., "LossOut"]] = Registry("loss")
+
+
+@dataclass
+class LossOut:
+    loss: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- aggregation (§6)
+@AGGREGATIONS.register("token_mean")
+def token_mean(x: torch.Tensor, mask: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """sum over all response tokens of the batch / their number. (B, T) -> ()"""
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("seq_mean_token_mean")
+def seq_mean_token_mean(x: torch.Tensor, mask: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """mean over each sequence's tokens, then over sequences (1/|y_i| weighting). (B, T) -> ()"""
+    m = mask.to(x.dtype)
+    return ((x * m).sum(-1) / m.sum(-1).clamp(min=1)).mean()
+
+
+@AGGREGATIONS.register("seq_mean_token_sum_norm")
+def seq_mean_token_sum_norm(x: torch.Tensor, mask: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """sum over each sequence / max_len (a constant), then mean over sequences. (B, T) -> ()"""
+    if not max_len or max_len <= 0:
+        raise ValueError("seq_mean_token_sum_norm needs max_len (the max completion length) > 0")
+    m = mask.to(x.dtype)
+    return ((x * m).sum(-1) / max_len).mean()
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", max_len: int | None = None):
+    return AGGREGATIONS.get(mode)(x, mask, max_len)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    return token_mean(x.detach(), mask).item()
+
+
+# ---------------------------------------------------------------- KL estimators (§5)
+@KL_ESTIMATORS.register("k1")
+def kl_k1(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """k1 = log(pi_theta / pi_ref). Unbiased for KL(pi_theta || pi_ref) under pi_theta; can be negative."""
+    return logp - logp_ref
+
+
+@KL_ESTIMATORS.register("k2")
+def kl_k2(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """k2 = (log r)^2 / 2. Biased, low variance, >= 0."""
+    return 0.5 * (logp - logp_ref).pow(2)
+
+
+@KL_ESTIMATORS.register("k3")
+def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """k3 = u - log u - 1, u = pi_ref / pi_theta. Unbiased under pi_theta and >= 0 (GRPO's estimator)."""
+    log_u = logp_ref - logp
+    return torch.exp(log_u) - log_u - 1
+
+
+def kl_in_reward(token_rewards: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor, mask: torch.Tensor,
+                 beta: float) -> torch.Tensor:
+    """KL as reward shaping at rollout time: r_t <- r_t - beta * log(pi_old / pi_ref). (B, T) -> (B, T).
+
+    Use this *or* the KL term in the loss, never both for the same term.
+    """
+    return (token_rewards - beta * (logp_old - logp_ref)) * mask.to(token_rewards.dtype)
+
+
+# ---------------------------------------------------------------- policy losses (§3)
+@LOSSES.register("ppo_clip")
+def ppo_clip(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *,
+             eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None,
+             agg: str = "token_mean", max_len: int | None = None, logp_ref: torch.Tensor | None = None,
+             beta: float = 0.0, kl_estimator: str = "k3", kl_importance_weight: bool = True) -> LossOut:
+    """Clipped surrogate (negated) with optional dual clip and KL-in-loss.
+
+    logp, logp_old, mask: (B, T); A: (B,) per sequence or (B, T) per token.
+    rho = exp(logp - logp_old); per-token loss = -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
+    [dual clip, A < 0: max(that, -c A)] + beta * w * k(logp, logp_ref); then aggregated by `agg`.
+    w = rho when `kl_importance_weight` (tokens were drawn from pi_old, so rho * k estimates KL(pi_theta || pi_ref)
+    without bias, as in DeepSeek-V3.2 and TRL's `use_bias_correction_kl`), else 1.
+    Metrics: clip_ratio/low|high|region (share of tokens clipped), approx_kl (k3 estimate of KL(pi_old || pi_theta)),
+    kl (to the reference, if given), ratio/mean|max.
+    """
+    eps_high = eps_low if eps_high is None else eps_high
+    if A.dim() == 1:
+        A = A.unsqueeze(1)  # (B, 1) broadcasts over T
+    log_ratio = logp - logp_old
+    rho = torch.exp(log_ratio)  # (B, T)
+    rho_clipped = torch.clamp(rho, 1 - eps_low, 1 + eps_high)
+    per_token = -torch.min(rho * A, rho_clipped * A)  # (B, T)
+    if dual_clip is not None:
+        if dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+        per_token = torch.where(A < 0, torch.min(per_token, -dual_clip * A), per_token)
+    metrics: dict[str, float] = {}
+    if logp_ref is not None and beta != 0.0:
+        kl = KL_ESTIMATORS.get(kl_estimator)(logp, logp_ref)
+        per_token = per_token + beta * (kl * rho if kl_importance_weight else kl)
+        metrics["kl"] = masked_mean(kl, mask)
+    loss = aggregate(per_token, mask, agg, max_len)
+    with torch.no_grad():
+        low = ((rho < 1 - eps_low) & (A < 0)).to(logp.dtype)
+        high = ((rho > 1 + eps_high) & (A > 0)).to(logp.dtype)
+        metrics["clip_ratio/low"] = masked_mean(low, mask)
+        metrics["clip_ratio/high"] = masked_mean(high, mask)
+        metrics["clip_ratio/region"] = masked_mean(torch.maximum(low, high), mask)
+        metrics["approx_kl"] = masked_mean(torch.exp(-log_ratio) + log_ratio - 1, mask)  # k3 of KL(old || theta)
+        m = mask.bool()
+        metrics["ratio/mean"] = rho[m].mean().item() if m.any() else 1.0
+        metrics["ratio/max"] = rho[m].max().item() if m.any() else 1.0
+    metrics["loss/policy"] = loss.item()
+    return LossOut(loss, metrics)
+
+
+@LOSSES.register("pg")
+def policy_gradient(logp: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, agg: str = "token_mean",
+                    max_len: int | None = None) -> LossOut:
+    """Plain policy gradient (REINFORCE with a baseline in A): loss = -A logp, aggregated. (B, T) -> ()"""
+    if A.dim() == 1:
+        A = A.unsqueeze(1)
+    loss = aggregate(-A * logp, mask, agg, max_len)
+    return LossOut(loss, {"loss/policy": loss.item()})
+
+
+@LOSSES.register("value")
+def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *,
+               values_old: torch.Tensor | None = None, clip_range: float | None = None,
+               agg: str = "token_mean", max_len: int | None = None) -> LossOut:
+    """Critic loss L_V = E[(V - G)^2]; clipped: E[max((V - G)^2, (V_old + clip(V - V_old, -c, c) - G)^2)]. (B, T) -> ()"""
+    err = (values - returns).pow(2)
+    clipfrac = 0.0
+    if clip_range is not None:
+        if values_old is None:
+            raise ValueError("value loss: clip_range needs values_old")
+        v_clipped = values_old + torch.clamp(values - values_old, -clip_range, clip_range)
+        err_clipped = (v_clipped - returns).pow(2)
+        clipfrac = masked_mean((err_clipped > err).to(values.dtype), mask)
+        err = torch.max(err, err_clipped)
+    loss = aggregate(err, mask, agg, max_len)
+    return LossOut(loss, {"loss/value": loss.item(), "value/clipfrac": clipfrac,
+                          "value/mean": masked_mean(values, mask)})
+
+
+def upcast(x: torch.Tensor) -> torch.Tensor:
+    """Half-precision logits to float32 for softmax maths; float32/float64 stay as they are."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """H(pi(.|s_t)) per position. (B, T, V) -> (B, T)"""
+    logp = F.log_softmax(upcast(logits), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+@LOSSES.register("entropy")
+def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, agg: str = "token_mean",
+                  max_len: int | None = None) -> LossOut:
+    """The entropy bonus as a loss: -mean H. Add coef * this to the policy loss. (B, T) -> ()"""
+    h = aggregate(entropy, mask, agg, max_len)
+    return LossOut(-h, {"entropy": h.item()})
+
+
+# ---------------------------------------------------------------- preference losses (§8)
+def _dpo_metrics(beta: float, chosen_logratio: torch.Tensor, rejected_logratio: torch.Tensor) -> dict[str, float]:
+    r_w, r_l = beta * chosen_logratio.detach(), beta * rejected_logratio.detach()
+    return {"rewards/chosen": r_w.mean().item(), "rewards/rejected": r_l.mean().item(),
+            "rewards/margins": (r_w - r_l).mean().item(), "rewards/accuracies": (r_w > r_l).float().mean().item()}
+
+
+@LOSSES.register("dpo_sigmoid")
+def dpo_sigmoid(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor, ref_l: torch.Tensor, *,
+                beta: float = 0.1, label_smoothing: float = 0.0) -> LossOut:
+    """L = -log sigma(beta m), m = (logp_w - ref_w) - (logp_l - ref_l); sequence log-probs (B,) -> ().
+
+    label_smoothing eps gives the conservative DPO loss -(1-eps) log sigma(beta m) - eps log sigma(-beta m).
+    """
+    chosen_logratio, rejected_logratio = logp_w - ref_w, logp_l - ref_l
+    z = beta * (chosen_logratio - rejected_logratio)  # (B,)
+    losses = -(1 - label_smoothing) * F.logsigmoid(z) - label_smoothing * F.logsigmoid(-z)
+    loss = losses.mean()
+    return LossOut(loss, {"loss/dpo": loss.item(), **_dpo_metrics(beta, chosen_logratio, rejected_logratio)})
+
+
+@LOSSES.register("ipo")
+def ipo(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor, ref_l: torch.Tensor, *,
+        len_w: torch.Tensor, len_l: torch.Tensor, beta: float = 0.1) -> LossOut:
+    """IPO: (m' - 1/(2 beta))^2 with m' built from per-token-averaged log-ratios (as TRL does). (B,) -> ()"""
+    chosen_logratio = (logp_w - ref_w) / len_w.clamp(min=1)
+    rejected_logratio = (logp_l - ref_l) / len_l.clamp(min=1)
+    loss = ((chosen_logratio - rejected_logratio) - 1 / (2 * beta)).pow(2).mean()
+    return LossOut(loss, {"loss/ipo": loss.item(), **_dpo_metrics(beta, chosen_logratio, rejected_logratio)})
+
+
+@LOSSES.register("bradley_terry")
+def bradley_terry(r_w: torch.Tensor, r_l: torch.Tensor, *, margin: torch.Tensor | None = None) -> LossOut:
+    """Reward-model loss -log sigma(r_w - r_l [- margin]). (B,) -> ()"""
+    d = r_w - r_l if margin is None else r_w - r_l - margin
+    loss = -F.logsigmoid(d).mean()
+    return LossOut(loss, {"loss/rm": loss.item(), "rm/accuracy": (d.detach() > 0).float().mean().item()})
+
+
+# TRL GRPOTrainer `loss_type` -> how our ppo_clip aggregates tokens (the clipped objective is the same).
+# grpo: per-sequence mean then mean (DeepSeekMath); bnpo: token mean of the micro-batch; dapo: token mean of
+# the whole generation batch; dr_grpo: per-sequence sum / max completion length.
+GRPO_LOSS_AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+}

@@ -1,0 +1,262 @@
+"""ALGORITHMS.md §2, §4, §7 as tests: every Property of the advantage estimators."""
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from curricula.signal import p_mixed
+from reasoning_rl.advantages import ADVANTAGES, gae, gae_reference, grpo, grpo_reference, process, rloo
+from reasoning_rl.types import Group, Sample, Verdict
+
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    """These are exact-arithmetic checks: run them in float64, and restore the default after."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+GROUP_ESTIMATORS = ["grpo", "dr_grpo", "rloo"]
+
+
+@st.composite
+def reward_batches(draw, min_g=2, max_g=8):
+    B = draw(st.integers(1, 4))
+    G = draw(st.integers(min_g, max_g))
+    R = draw(st.lists(st.lists(st.floats(-10, 10, allow_nan=False), min_size=G, max_size=G), min_size=B, max_size=B))
+    valid = draw(st.lists(st.lists(st.booleans(), min_size=G, max_size=G), min_size=B, max_size=B))
+    return torch.tensor(R), torch.tensor(valid)
+
+
+def _est(name, R, valid, **kw):
+    return ADVANTAGES.get(name)(R, valid, **kw)
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
+@given(batch=reward_batches())
+@settings(max_examples=60, deadline=None)
+def test_advantages_sum_to_zero_per_group(name, batch):
+    R, valid = batch
+    A = _est(name, R, valid)
+    assert torch.allclose(A.sum(-1), torch.zeros(R.shape[0]), atol=1e-6)
+    assert (A[~valid] == 0).all()  # masked samples get A = 0
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
+@given(batch=reward_batches(), c=st.floats(-100, 100))
+@settings(max_examples=60, deadline=None)
+def test_shift_invariance(name, batch, c):
+    R, valid = batch
+    assert torch.allclose(_est(name, R, valid), _est(name, R + c, valid), atol=1e-6)
+
+
+@given(batch=reward_batches(), k=st.floats(0.01, 100))
+@settings(max_examples=60, deadline=None)
+def test_grpo_positive_scale_invariance(batch, k):
+    R, valid = batch
+    assert torch.allclose(grpo(R, valid, eps=0.0), grpo(R * k, valid, eps=0.0), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
+@given(value=st.floats(-5, 5), G=st.integers(1, 8))
+@settings(max_examples=30, deadline=None)
+def test_uniform_group_gives_zero_advantage(name, value, G):
+    R = torch.full((1, G), value)
+    kw = {"eps": 0.0} if name == "grpo" else {}
+    assert (_est(name, R, None, **kw) == 0).all()
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
+@given(batch=reward_batches(), seed=st.integers(0, 10**6))
+@settings(max_examples=40, deadline=None)
+def test_permutation_equivariance(name, batch, seed):
+    R, valid = batch
+    perm = torch.tensor(random.Random(seed).sample(range(R.shape[1]), R.shape[1]))
+    assert torch.allclose(_est(name, R, valid)[:, perm], _est(name, R[:, perm], valid[:, perm]), atol=1e-9)
+
+
+def test_worked_example_plus_minus_one():
+    R = torch.tensor([[1, 1, 0, 1, 0, 0, 0, 1.0]])
+    A = grpo(R, eps=0.0)
+    assert torch.equal(A, 2 * R - 1)  # mu = sigma = 0.5
+    assert torch.allclose(grpo(R), 2 * R - 1, atol=1e-3)  # the default eps barely moves it
+
+
+def test_batch_scale_uses_the_batch_std():
+    R = torch.tensor([[0.0, 2.0], [0.0, 10.0]])
+    A = grpo(R, scale="batch", eps=0.0)
+    sigma = R.flatten().std(unbiased=False)
+    assert torch.allclose(A, torch.tensor([[-1.0, 1.0], [-5.0, 5.0]]) / sigma)
+
+
+@given(batch=reward_batches())
+@settings(max_examples=40, deadline=None)
+def test_vectorised_grpo_equals_the_loop(batch):
+    R, valid = batch
+    ref = torch.tensor(grpo_reference(R.tolist(), valid.tolist(), eps=1e-4))
+    assert torch.allclose(grpo(R, valid), ref, atol=1e-6)
+
+
+def test_rloo_baseline_is_mean_of_others():
+    R = torch.tensor([[1.0, 0.0, 0.0, 3.0]])
+    assert torch.allclose(rloo(R), torch.tensor([[1 - 1.0, 0 - 4 / 3, 0 - 4 / 3, 3 - 1 / 3]]))
+    # a masked sample is out of everyone's baseline, and a lone valid sample gets 0
+    assert torch.allclose(rloo(R, torch.tensor([[True, True, False, False]])), torch.tensor([[1.0, -1.0, 0, 0]]))
+    assert (rloo(R, torch.tensor([[True, False, False, False]])) == 0).all()
+
+
+def test_masked_samples_are_out_of_the_statistics():
+    """A TIMEOUT sample's (absent) reward must not pull the mean: compare with the group without it."""
+    R = torch.tensor([[1.0, 0.0, 123.0, 1.0]])
+    valid = torch.tensor([[True, True, False, True]])
+    A = grpo(R, valid, eps=0.0)
+    A_small = grpo(torch.tensor([[1.0, 0.0, 1.0]]), eps=0.0)
+    assert torch.allclose(A[0, [0, 1, 3]], A_small[0]) and A[0, 2] == 0
+
+
+# ---------------------------------------------------------------- bias of mean-centering, exactly
+def _exact_expected_gradient(estimator: str, G: int):
+    """Exact E[(1/G) sum_i grad log pi(a_i) A_i] by enumerating all K^G outcomes of a categorical policy."""
+    theta = torch.tensor([0.3, -0.2, 0.5])
+    r = torch.tensor([1.0, 0.0, 2.5])
+    pi = torch.softmax(theta, 0)
+    K = len(theta)
+    grad_logpi = torch.eye(K) - pi  # row a: d log pi(a) / d theta
+    true_grad = (pi[:, None] * r[:, None] * grad_logpi).sum(0)  # grad J = sum_a pi(a) r(a) grad log pi(a)
+    tuples = torch.tensor(list(itertools.product(range(K), repeat=G)))  # (K^G, G)
+    prob = pi[tuples].prod(-1)  # (K^G,)
+    R = r[tuples]  # (K^G, G): one "group" per outcome
+    A = ADVANTAGES.get(estimator)(R, None)
+    g = (grad_logpi[tuples] * A[..., None]).mean(1)  # (K^G, K)
+    return (prob[:, None] * g).sum(0), true_grad
+
+
+@pytest.mark.parametrize("G", [2, 3, 4])
+def test_mean_centering_is_biased_by_g_minus_one_over_g(G):
+    expected, true_grad = _exact_expected_gradient("dr_grpo", G)
+    assert torch.allclose(expected, (G - 1) / G * true_grad, atol=1e-10)
+    assert not torch.allclose(expected, true_grad, atol=1e-3)
+
+
+@pytest.mark.parametrize("G", [2, 3, 4])
+def test_leave_one_out_is_unbiased(G):
+    expected, true_grad = _exact_expected_gradient("rloo", G)
+    assert torch.allclose(expected, true_grad, atol=1e-10)
+
+
+@pytest.mark.parametrize("p,G", [(0.1, 4), (0.5, 8), (0.8, 16), (0.95, 8)])
+def test_p_mixed_matches_simulation(p, G):
+    rng = np.random.default_rng(0)
+    n = 20000
+    outcomes = rng.random((n, G)) < p
+    mixed = 0
+    for row in outcomes[:2000]:  # through the real Group.is_mixed for a slice ...
+        samples = [Sample("x", verdicts={"o": Verdict.correct() if o else Verdict.incorrect()}) for o in row]
+        mixed += Group("p", "q", {}, samples).is_mixed("o")
+    fast = (outcomes.any(1) & ~outcomes.all(1))  # ... and vectorised for the rest
+    assert mixed == int(fast[:2000].sum())
+    est = fast.mean()
+    se = math.sqrt(p_mixed(p, G) * (1 - p_mixed(p, G)) / n)
+    assert abs(est - p_mixed(p, G)) < 4 * se + 1e-9
+    with pytest.raises(ValueError):
+        p_mixed(1.5, G)
+
+
+# ---------------------------------------------------------------- GAE (§4)
+@st.composite
+def token_batches(draw):
+    B = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 12))
+    lengths = draw(st.lists(st.integers(1, T), min_size=B, max_size=B))
+    f = st.floats(-3, 3, allow_nan=False)
+    rewards = torch.tensor(draw(st.lists(st.lists(f, min_size=T, max_size=T), min_size=B, max_size=B)))
+    values = torch.tensor(draw(st.lists(st.lists(f, min_size=T, max_size=T), min_size=B, max_size=B)))
+    mask = torch.tensor([[1.0] * L + [0.0] * (T - L) for L in lengths])
+    return rewards * mask, values, mask  # padding rewards are zero; padding values are junk on purpose
+
+
+@given(batch=token_batches(), gamma=st.floats(0, 1), lam=st.floats(0, 1))
+@settings(max_examples=80, deadline=None)
+def test_gae_scan_equals_plain_loop_with_padding(batch, gamma, lam):
+    r, v, m = batch
+    A, ret = gae(r, v, m, gamma=gamma, lam=lam)
+    ref = torch.tensor(gae_reference(r.tolist(), v.tolist(), m.tolist(), gamma, lam))
+    assert torch.allclose(A, ref, atol=1e-8)
+    assert torch.allclose(ret, (ref + v) * m, atol=1e-8)
+    assert (A[m == 0] == 0).all()
+
+
+@given(batch=token_batches(), gamma=st.floats(0, 1))
+@settings(max_examples=40, deadline=None)
+def test_gae_lambda_zero_is_td_error(batch, gamma):
+    r, v, m = batch
+    A, _ = gae(r, v, m, gamma=gamma, lam=0.0)
+    v_next = torch.cat([v[:, 1:] * m[:, 1:], torch.zeros(v.shape[0], 1)], 1)
+    delta = (r + gamma * v_next - v) * m
+    assert torch.allclose(A, delta, atol=1e-9)
+
+
+@given(batch=token_batches())
+@settings(max_examples=40, deadline=None)
+def test_gae_gamma_lambda_one_is_return_minus_value(batch):
+    r, v, m = batch
+    A, _ = gae(r, v, m, gamma=1.0, lam=1.0)
+    to_go = r.flip(-1).cumsum(-1).flip(-1)  # sum_{k >= t} r_k (padding rewards are 0)
+    assert torch.allclose(A, (to_go - v) * m, atol=1e-8)
+
+
+@pytest.mark.parametrize("success,expected", [(1.0, 0.65), (0.0, -0.35)])
+def test_gae_worked_example(success, expected):
+    T = 5
+    r = torch.zeros(1, T)
+    r[0, -1] = success  # terminal reward only
+    v = torch.tensor([[0.35, 0.4, 0.5, 0.6, 0.7]])
+    A, _ = gae(r, v, torch.ones(1, T), gamma=1.0, lam=1.0)
+    assert A[0, 0].item() == pytest.approx(expected)
+
+
+def test_gae_shape_mismatch_is_an_error():
+    with pytest.raises(ValueError, match="shapes differ"):
+        gae(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
+
+
+# ---------------------------------------------------------------- process supervision (§7)
+def test_process_advantages_worked_example():
+    # one group of 2 samples; sample 0 has steps ending at tokens 1 and 3, sample 1 one step ending at 2
+    step_rewards = torch.tensor([[[1.0, 0.0], [0.5, 0.0]]])
+    step_ends = torch.tensor([[[1, 3], [2, 0]]])
+    step_mask = torch.tensor([[[1, 1], [1, 0]]])
+    A = process(step_rewards, step_ends, step_mask, T=5, eps=0.0)
+    vals = torch.tensor([1.0, 0.0, 0.5])
+    z = (vals - vals.mean()) / vals.std(unbiased=False)
+    expect0 = [z[0] + z[1], z[0] + z[1], z[1], z[1], 0.0]
+    expect1 = [z[2], z[2], z[2], 0.0, 0.0]
+    assert torch.allclose(A[0, 0], torch.tensor(expect0))
+    assert torch.allclose(A[0, 1], torch.tensor(expect1))
+    # the normalised step rewards of a group sum to zero, so the group's first-token advantages do too
+    assert A[0, :, 0].sum().abs() < 1e-6
+    with pytest.raises(ValueError, match="outside"):
+        process(step_rewards, step_ends + 10, step_mask, T=5)
+
+
+@given(B=st.integers(1, 3), T=st.integers(1, 40), chunk=st.integers(1, 17), c=st.floats(0, 1),
+       seed=st.integers(0, 10**6))
+@settings(max_examples=60, deadline=None)
+def test_blocked_discounted_cumsum_equals_the_sum(B, T, chunk, c, seed):
+    from reasoning_rl.advantages import discounted_reverse_cumsum
+
+    x = torch.randn(B, T, generator=torch.Generator().manual_seed(seed))
+    y = discounted_reverse_cumsum(x, c, chunk=chunk)
+    ref = torch.tensor([[sum(c ** (k - t) * x[b, k].item() for k in range(t, T)) for t in range(T)] for b in range(B)])
+    assert torch.allclose(y, ref, atol=1e-9)
+
+
+def test_gae_refuses_a_mask_with_holes():
+    with pytest.raises(ValueError, match="right-padded"):
+        gae(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([[1.0, 0.0, 1.0]]))

@@ -1,0 +1,74 @@
+"""Response-only log-probs (ALGORITHMS.md §1): prompt and padding masked, padding layout irrelevant."""
+import pytest
+import torch
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from reasoning_rl.losses import entropy_from_logits
+from reasoning_rl.models import build_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    return model.eval(), tok
+
+
+def _manual(model, prompt, completion):
+    """One unpadded sequence at a time: log_softmax of the logits that predict each completion token."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0], -1)
+    return [logp[len(prompt) - 1 + t, tok].item() for t, tok in enumerate(completion)]
+
+
+def test_matches_unpadded_per_sequence_computation(tiny):
+    model, tok = tiny
+    prompts = [tok("1+2=")["input_ids"], tok("123+456=")["input_ids"], tok("9=")["input_ids"]]
+    comps = [[20, 21, tok.eos_token_id], [22], [23, 24, 25, 26, tok.eos_token_id]]
+    p_ids, p_mask = pad_prompts(prompts, tok.pad_token_id)
+    c_ids, c_mask = pad_completions(comps, tok.pad_token_id)
+    with torch.no_grad():
+        lp, ent = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, return_entropy=True)
+    for i, (p, c) in enumerate(zip(prompts, comps)):
+        assert lp[i, :len(c)].tolist() == pytest.approx(_manual(model, p, c), abs=1e-5)
+        assert (lp[i, len(c):] == 0).all() and (ent[i, len(c):] == 0).all()
+    seq = sequence_logprob(lp, c_mask)
+    assert seq[1].item() == pytest.approx(_manual(model, prompts[1], comps[1])[0], abs=1e-5)
+    # the entropy is that of the next-token distribution at the same positions
+    ids = torch.tensor([prompts[0] + comps[0]])
+    with torch.no_grad():
+        full = entropy_from_logits(model(ids).logits)[0, len(prompts[0]) - 1:len(prompts[0]) - 1 + len(comps[0])]
+    assert torch.allclose(ent[0, :len(comps[0])], full, atol=1e-4)
+
+
+def test_padding_token_ids_do_not_matter(tiny):
+    model, tok = tiny
+    p_ids, p_mask = pad_prompts([tok("1+2=")["input_ids"], tok("10+20=")["input_ids"]], tok.pad_token_id)
+    c_ids, c_mask = pad_completions([[20, 21], [22, 23, 24, 25]], tok.pad_token_id)
+    with torch.no_grad():
+        a = token_logprobs(model, p_ids, p_mask, c_ids, c_mask)
+        p2, c2 = p_ids.clone(), c_ids.clone()
+        p2[p_mask == 0] = 50
+        c2[c_mask == 0] = 60
+        b = token_logprobs(model, p2, p_mask, c2, c_mask)
+    assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_temperature_scales_logits(tiny):
+    model, tok = tiny
+    p_ids, p_mask = pad_prompts([tok("1+2=")["input_ids"]], tok.pad_token_id)
+    c_ids, c_mask = pad_completions([[20, 21]], tok.pad_token_id)
+    with torch.no_grad():
+        hot = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=2.0)
+        logits = model(torch.cat([p_ids, c_ids], 1)).logits[0, p_ids.shape[1] - 1:-1] / 2.0
+    ref = torch.log_softmax(logits, -1).gather(-1, c_ids[0].unsqueeze(-1)).squeeze(-1)
+    assert torch.allclose(hot[0], ref, atol=1e-5)
+
+
+def test_batch_mismatch_is_an_error(tiny):
+    model, _ = tiny
+    with pytest.raises(ValueError, match="batch"):
+        token_logprobs(model, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3), torch.zeros(3, 2, dtype=torch.long),
+                       torch.ones(3, 2))
