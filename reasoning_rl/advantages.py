@@ -53,6 +53,13 @@ def _uniform(R: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return (hi == lo) | ~valid.any(-1, keepdim=True)
 
 
+def _pop_std(centred: torch.Tensor, n: torch.Tensor, dim: int) -> torch.Tensor:
+    """sqrt(sum(centred^2) / n), scaled by max|centred| first so tiny rewards do not underflow to sigma = 0."""
+    s = centred.abs().amax(dim, keepdim=True)
+    s_safe = torch.where(s > 0, s, torch.ones_like(s))
+    return s * ((centred / s_safe).pow(2).sum(dim, keepdim=True) / n.clamp(min=1)).sqrt()
+
+
 def _group_mean(R: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """mu (B, 1) over valid samples, and n (B, 1) the number of valid samples."""
     w = valid.to(R.dtype)
@@ -69,10 +76,11 @@ def grpo(R: torch.Tensor, valid: torch.Tensor | None = None, *, scale: str = "gr
     mu, n = _group_mean(R, valid)  # (B, 1)
     centred = torch.where(valid & ~_uniform(R, valid), R - mu, 0.0)  # (B, G)
     if scale == "group":
-        sigma = (centred.pow(2).sum(-1, keepdim=True) / n.clamp(min=1)).sqrt()  # population std, (B, 1)
+        sigma = _pop_std(centred, n, dim=-1)  # population std of each group, (B, 1)
     elif scale == "batch":
         flat = R[valid]
-        sigma = flat.std(unbiased=False) if flat.numel() > 0 else R.new_tensor(0.0)
+        sigma = _pop_std(flat - flat.mean(), flat.new_tensor(float(flat.numel())), dim=0) if flat.numel() else \
+            R.new_tensor(0.0)
     elif scale == "none":
         return centred
     else:

@@ -30,3 +30,14 @@ def run_env(**extra: str) -> dict:
 
 
 PY = sys.executable
+
+
+@pytest.fixture
+def float64():
+    """Run a test with float64 as torch's default dtype, and restore the default after."""
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)

@@ -15,13 +15,7 @@ from reasoning_rl.types import Group, Sample, Verdict
 
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """These are exact-arithmetic checks: run them in float64, and restore the default after."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # exact-arithmetic checks
 GROUP_ESTIMATORS = ["grpo", "dr_grpo", "rloo"]
 
 

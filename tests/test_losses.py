@@ -13,13 +13,7 @@ from reasoning_rl.losses import (AGGREGATIONS, KL_ESTIMATORS, bradley_terry, dpo
 
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    """These are exact-arithmetic checks: run them in float64, and restore the default after."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")  # exact-arithmetic checks
 
 
 # ---------------------------------------------------------------- PPO clip (§3)
