@@ -36,8 +36,10 @@ _loaded = False
 
 def _builtins() -> list[Verifier]:
     from .exact import ExactMatch
+    from .format import Boxed, Repetition, SoftLength, ThinkAnswer
+    from .math_verifier import MathVerifier
 
-    return [ExactMatch()]
+    return [ExactMatch(), MathVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
 
 
 def _instantiate(obj):

@@ -1,0 +1,178 @@
+"""Find the final answer in a model's full output (the `math` verifier's first step).
+
+Order of trust, first hit wins:
+  1. `\\boxed{...}` / `\\fbox{...}`: all boxed answers must agree (after whitespace
+     normalisation); several *different* boxed answers is a hedge and yields no answer.
+  2. `<answer>...</answer>` (the last one).
+  3. "final answer: X", "the answer is X", "answer: X" (the last such phrase).
+  4. For short outputs (one line, no sentence): the whole output.
+  5. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the last
+     number on the last line that has one.
+
+Hedges are refused here, before any maths: "A or B or C" enumerations in the answer
+slot, and answers longer than `MAX_ANSWER_CHARS`. Only the last `TAIL_CHARS` of an
+output are searched, so a 1 MB output costs no more than a short one.
+Standard library only.
+"""
+from __future__ import annotations
+
+import re
+
+TAIL_CHARS = 4000
+MAX_ANSWER_CHARS = 1500
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_PHRASE = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer|solution|result|réponse|respuesta|resposta|antwort|risposta|ответ|答案)"
+    r"\s*(?:\((?:[^()]{0,20})\))?\s*(?:is|=|:|：|equals|est|es|ist|是|為|为)\s*[:=]?\s*",
+    re.I)
+_NOISE = re.compile(r"<\|[^|>]{1,40}\|>(?:(?!<\|).)*$|\s*I hope it is correct\.?", re.S | re.I)
+_MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\[([^\[\]\n]{1,200})\]", re.S)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_HEDGE = re.compile(r"(?:^|\s|\$)(?:or|and/or)(?:\s|\$|$)", re.I)
+
+
+def braced(s: str, open_idx: int) -> tuple[str, int] | None:
+    """Content of the brace group whose '{' is at open_idx, and the index after its '}'."""
+    depth = 0
+    for k in range(open_idx, len(s)):
+        c = s[k]
+        if c == "\\" and k + 1 < len(s) and s[k + 1] in "{}":
+            continue
+        if c == "{" and (k == 0 or s[k - 1] != "\\"):
+            depth += 1
+        elif c == "}" and (k == 0 or s[k - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return s[open_idx + 1:k], k + 1
+    return None
+
+
+def boxed_answers(s: str) -> list[str]:
+    out = []
+    for m in _BOX.finditer(s):
+        got = braced(s, m.end() - 1)
+        if got is not None:
+            out.append(got[0].strip())
+    return out
+
+
+def distinct_boxes(s: str) -> list[str]:
+    """The boxed answers of s, duplicates (up to whitespace) removed, in order."""
+    seen, out = set(), []
+    for b in boxed_answers(s):
+        k = _norm_ws(b)
+        if b and k not in seen:
+            seen.add(k)
+            out.append(b)
+    return out
+
+
+def _norm_ws(s: str) -> str:
+    return re.sub(r"\s+", "", s)
+
+
+def _clean_tail(s: str) -> str:
+    s = s.replace("**", " ").strip()  # markdown bold
+    return s.rstrip(".;!").strip()
+
+
+def extract_answer(text: str) -> tuple[str | None, str]:
+    """(answer, how) from a model output; answer None when there is none to trust."""
+    if text is None:
+        return None, "no output"
+    s = str(text)
+    if len(s) > TAIL_CHARS:
+        s = s[-TAIL_CHARS:]
+    s = _NOISE.sub("", s).strip()
+    if not s:
+        return None, "empty output"
+    boxes = distinct_boxes(s)
+    if boxes:
+        if len(boxes) > 1:
+            return None, f"{len(boxes)} different boxed answers"
+        return boxes[-1], "boxed"
+    tags = _ANSWER_TAG.findall(s)
+    if tags:
+        return tags[-1].strip() or None, "answer tag"
+    phrases = list(_PHRASE.finditer(s))
+    if phrases:
+        rest = s[phrases[-1].end():]
+        line = rest.split("\n", 1)[0].strip() or rest.strip().split("\n", 1)[0].strip()
+        m = _MATH_SPANS.match(line)
+        if m:
+            line = next(g for g in m.groups() if g is not None)
+        line = _clean_tail(line)
+        # "is 90 degrees." / "is $x$, as shown": keep up to a sentence break that follows the answer
+        line = re.split(r"(?<=[\d\w}\)\]])[,.;]\s+(?=[A-Za-z]{3,})", line)[0].strip()
+        if line and looks_like_prose(line):  # "The volume of $V$ is 120": look inside the sentence
+            inner = re.findall(r"\b(?:is|are|equals|=)\s+(.+?)\s*$", line)
+            spans = list(_MATH_SPANS.finditer(line))
+            if inner and not looks_like_prose(inner[-1]):
+                line = _clean_tail(inner[-1])
+            elif spans:
+                line = next(x for x in spans[-1].groups() if x is not None).strip()
+        if line:
+            return line, "answer phrase"
+    spans = list(_MATH_SPANS.finditer(s))
+    if spans and re.search(r"\$|\\\(|\\\[", s) and s[:spans[0].start()].strip():
+        g = spans[-1].groups()  # "Answer $9$", "Therefore, $$3!$$": the maths, not the words
+        return next(x for x in g if x is not None).strip(), "last math span"
+    if "\n" not in s and len(s) <= MAX_ANSWER_CHARS and not looks_like_prose(s):
+        return s, "whole output"
+    if spans:
+        g = spans[-1].groups()
+        return next(x for x in g if x is not None).strip(), "last math span"
+    for line in reversed(s.splitlines()):
+        nums = _NUMBER.findall(line)
+        if nums:
+            return nums[-1], "last number"
+    return None, "no answer found"
+
+
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\W\d_A-Za-z]{2,}")
+MATH_WORDS = frozenset("""sin cos tan sec csc cot sinh cosh tanh sech csch coth arcsin arccos arctan arcsec arccsc arccot
+asin acos atan asec acsc acot asinh acosh atanh log exp sqrt abs mod pmod bmod lim sum max min gcd lcm det
+frac dfrac tfrac text mathrm infty inf pi deg cdot times div neq leq geq left right begin end pmatrix bmatrix
+matrix vmatrix cup cap emptyset circ""".split())
+
+
+def looks_like_prose(s: str) -> bool:
+    """Two or more English-looking words (3+ letters, not maths names or LaTeX commands)."""
+    words = [w for w in _WORD.findall(s) if w.lower() not in MATH_WORDS]
+    return sum(1 if w.isascii() else max(1, len(w) // 2) for w in words) >= 2
+
+
+def is_hedge(answer: str) -> bool:
+    """'A or B or C' style enumerations: the model is listing options, not answering."""
+    return bool(_HEDGE.search(answer.replace("\\text{or}", " or ")))
+
+
+_LETTER = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?(?![A-Za-z])")
+
+
+def extract_choice(text: str) -> tuple[str | None, str]:
+    """The chosen letter (A-J) of a multiple-choice answer, or None.
+
+    Boxed letter, then the first letter of the answer phrase's first clause, then a leading letter
+    ("D. because ..."), then a lone letter. Two letters in that clause ("A or B") are a hedge: None.
+    """
+    s = _NOISE.sub("", str(text or "")[-TAIL_CHARS:]).strip()
+    s = re.sub(r"\\(?:text|textbf|textrm|mathrm|mathbf)\s*\{([^{}]*)\}", r"\1", s).replace("$", " ").strip()
+    boxes = distinct_boxes(s)
+    if boxes:
+        letters = {m.group(1) for b in boxes for m in _LETTER.finditer(b.replace("\\text", " "))}
+        return (letters.pop(), "boxed letter") if len(letters) == 1 else (None, "boxed letters disagree")
+    phrases = list(_PHRASE.finditer(s)) or list(re.finditer(r"(?:answer|réponse|答案)\s*(?:is|est|是)?\s*", s, re.I))
+    if phrases:
+        clause = re.split(r"[,;\n]|\.\s", s[phrases[-1].end():], maxsplit=1)[0]
+        found = {m.group(1) for m in _LETTER.finditer(clause)}
+        if len(found) == 1:
+            return found.pop(), "answer phrase letter"
+        if len(found) > 1:
+            return None, "several letters in the answer"
+    m = re.match(r"\(?([A-J])\)?(?:[.:)。]|\s*$|[^\x00-\x7f])", s) or re.fullmatch(r"\s*\(?([A-J])\)?\s*", s)
+    if m:
+        return m.group(1), "leading letter"
+    return None, "no choice letter"

@@ -1,0 +1,334 @@
+"""The verifier runtime: worker processes, a wall-clock kill per call, a cache, and metrics.
+
+Every call runs in a worker process. The parent waits on the workers' pipes with a
+deadline; a call that overruns is answered TIMEOUT and its worker is killed (SIGKILL) and
+replaced, so a hung sympy, a runaway regex or a C extension stuck in a loop cannot stall
+training. A worker that dies mid-call, a verifier that raises, or one that returns
+something other than a valid `Verdict` is answered ERROR. TIMEOUT and ERROR carry
+score=None: masked downstream, never 0. No signals are used, so this works from any
+thread, and verifiers never need `signal.alarm`.
+
+Workers are forked from a `forkserver` that has imported the verifiers (not torch), so
+they start in milliseconds and never inherit the trainer's threads. Each worker caps its
+own address space (`memory_mb`), turning a sympy blow-up into a MemoryError (ERROR)
+instead of the machine's OOM killer.
+
+Deterministic verdicts are cached in memory, keyed by a hash of (verifier name, version,
+config, reference, completion, options); TIMEOUT and ERROR are never cached.
+
+Not here: distributing workers over machines (the Ray backend arrives with the
+scale-out issue), or persistence of the cache across runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import pickle
+import time
+import traceback
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Sequence
+
+from reasoning_rl.types import Status, Verdict
+
+from .base import SpecError, Verifier, check_verdict
+
+_CTX = None
+
+
+def _context():
+    global _CTX
+    if _CTX is None:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["verifiers", "verifiers.math_verifier", "sympy"])
+        _CTX = ctx
+    return _CTX
+
+
+def _worker_main(conn: Connection, memory_mb: int) -> None:
+    """Loop: receive (verifier, completion, reference, options), answer (status, score, detail, metrics)."""
+    if memory_mb:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    import verifiers as _v
+
+    _v.load_all()
+    known: dict[str, Verifier] = {}
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        blob, completion, reference, options = msg
+        try:
+            verifier = known.get(blob[0])
+            if verifier is None or blob[1] is not None:
+                verifier = pickle.loads(blob[1]) if blob[1] is not None else _v.get(blob[0])
+                known[blob[0]] = verifier
+            t0 = time.perf_counter()
+            v = verifier.verify(completion, reference, **options)
+            check_verdict(verifier, v)
+            reply = ("ok", v.status.value, v.score, v.detail, dict(v.metrics), time.perf_counter() - t0)
+        except MemoryError:
+            reply = ("error", "MemoryError: verifier exceeded its memory limit")
+        except Exception as e:  # noqa: BLE001 - any verifier failure becomes ERROR (masked), reported in detail
+            tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            reply = ("error", tb[:500])
+        try:
+            conn.send(reply)
+        except (OSError, ValueError, pickle.PicklingError) as e:
+            conn.send(("error", f"reply not sendable: {e}"))
+
+
+class _Worker:
+    def __init__(self, memory_mb: int):
+        ctx = _context()
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, memory_mb), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: int | None = None
+        self.deadline = 0.0
+        self.started = 0.0
+        self.sent_verifiers: set[str] = set()
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        finally:
+            self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout=2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=2)
+        self.conn.close()
+
+
+@dataclass(frozen=True)
+class Call:
+    verifier: str
+    completion: Any
+    reference: Any
+    options: dict
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.status: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.hits: dict[str, int] = defaultdict(int)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def record(self, name: str, v: Verdict, latency: float | None, hit: bool) -> None:
+        self.calls[name] += 1
+        self.status[name][v.status.value] += 1
+        if hit:
+            self.hits[name] += 1
+        elif latency is not None:
+            lat = self.latency[name]
+            lat.append(latency)
+            if len(lat) > 20000:
+                del lat[: len(lat) - 20000]
+
+    def summary(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, n in self.calls.items():
+            for st in Status:
+                out[f"verifier/{name}/{st.value}"] = self.status[name].get(st.value, 0)
+            out[f"verifier/{name}/calls"] = n
+            out[f"verifier/{name}/timeout_rate"] = self.status[name].get("timeout", 0) / n
+            out[f"verifier/{name}/error_rate"] = self.status[name].get("error", 0) / n
+            out[f"verifier/{name}/cache_hit_rate"] = self.hits[name] / n
+            lat = sorted(self.latency[name])
+            if lat:
+                out[f"verifier/{name}/latency_p50_ms"] = 1000 * lat[len(lat) // 2]
+                out[f"verifier/{name}/latency_p99_ms"] = 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+        return out
+
+
+def cache_key(verifier: Verifier, call: Call) -> str:
+    payload = json.dumps([verifier.name, verifier.version, verifier.config_key(), call.reference, call.completion,
+                          call.options], sort_keys=True, default=repr)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class VerifierPool:
+    """Run verifier calls in `num_workers` processes with a wall-clock limit per call.
+
+    num_workers: concurrent calls (default: the machine's cores).
+    timeout:     seconds per call; None = each verifier's `spec.default_timeout`.
+    memory_mb:   address-space cap per worker (0 = none).
+    cache_size:  deterministic verdicts kept in memory (0 = no cache).
+    """
+
+    def __init__(self, num_workers: int | None = None, timeout: float | None = None, memory_mb: int = 4096,
+                 cache_size: int = 200_000) -> None:
+        self.num_workers = max(1, num_workers or (os.cpu_count() or 1))
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"VerifierPool.timeout must be > 0 seconds, got {timeout!r}")
+        self.timeout = timeout
+        self.memory_mb = memory_mb
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, Verdict] = OrderedDict()
+        self._workers: list[_Worker] = []
+        self.stats = _Stats()
+        self.workers_replaced = 0
+
+    # -- lifecycle ---------------------------------------------------------------
+    def _ensure_workers(self) -> None:
+        while len(self._workers) < self.num_workers:
+            self._workers.append(_Worker(self.memory_mb))
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.stop()
+        self._workers = []
+
+    def __enter__(self) -> "VerifierPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- calls -------------------------------------------------------------------
+    def verify(self, name: str, completion: Any, reference: Any = None, **options: Any) -> Verdict:
+        return self.run([Call(name, completion, reference, options)])[0]
+
+    def verify_batch(self, name: str, completions: Sequence[Any], references: Sequence[Any],
+                     **options: Any) -> list[Verdict]:
+        if len(completions) != len(references):
+            raise ValueError(f"verify_batch: {len(completions)} completions but {len(references)} references")
+        return self.run([Call(name, c, r, dict(options)) for c, r in zip(completions, references)])
+
+    def run(self, calls: Sequence[Call]) -> list[Verdict]:
+        """Verdicts for the calls, in order. Never raises for a verifier's failure: that is a masked verdict."""
+        import verifiers as _v
+
+        results: list[Verdict | None] = [None] * len(calls)
+        pending: list[int] = []
+        objs: dict[str, Verifier] = {}
+        keys: dict[int, str] = {}
+        for i, c in enumerate(calls):
+            v = objs.get(c.verifier) or _v.get(c.verifier)
+            objs[c.verifier] = v
+            if self.cache_size and v.spec.deterministic:
+                k = cache_key(v, c)
+                keys[i] = k
+                hit = self._cache.get(k)
+                if hit is not None:
+                    self._cache.move_to_end(k)
+                    results[i] = hit
+                    self.stats.record(c.verifier, hit, None, True)
+                    continue
+            pending.append(i)
+        pending.reverse()
+        self._ensure_workers()
+        busy: dict[Connection, _Worker] = {}
+        while pending or busy:
+            for w in self._workers:
+                if w.task is None and pending:
+                    i = pending.pop()
+                    c = calls[i]
+                    v = objs[c.verifier]
+                    timeout = self.timeout or c.options.get("timeout") or v.spec.default_timeout
+                    blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
+                    opts = {k: val for k, val in c.options.items() if k != "timeout"}
+                    try:
+                        w.conn.send((blob, c.completion, c.reference, opts))
+                    except (OSError, ValueError, pickle.PicklingError, TypeError) as e:
+                        results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker: {e}")
+                        self.stats.record(c.verifier, results[i], None, False)
+                        continue
+                    w.sent_verifiers.add(c.verifier)
+                    w.task, w.started, w.deadline = i, time.monotonic(), time.monotonic() + float(timeout)
+                    busy[w.conn] = w
+            if not busy:
+                continue
+            now = time.monotonic()
+            ready = wait(list(busy), timeout=max(0.0, min(w.deadline for w in busy.values()) - now))
+            for conn in ready:
+                w = busy.pop(conn)
+                i = w.task
+                c = calls[i]
+                try:
+                    reply = conn.recv()
+                except (EOFError, OSError):
+                    code = w.proc.exitcode if not w.proc.is_alive() else None
+                    verdict = Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
+                    self._replace(w)
+                else:
+                    if reply[0] == "ok":
+                        _, status, score, detail, metrics, _lat = reply
+                        verdict = Verdict(Status(status), score, detail, metrics)
+                    else:
+                        verdict = Verdict.masked_as(Status.ERROR, reply[1])
+                    w.task = None
+                self._finish(i, c, verdict, time.monotonic() - w.started, results, keys)
+            now = time.monotonic()
+            for conn, w in list(busy.items()):
+                if now >= w.deadline:
+                    busy.pop(conn)
+                    i = w.task
+                    self._replace(w)
+                    verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
+                                                               "worker killed and replaced")
+                    self._finish(i, calls[i], verdict, now - w.started, results, keys)
+        return results  # type: ignore[return-value]
+
+    # -- helpers -----------------------------------------------------------------
+    def _pickle(self, v: Verifier) -> bytes | None:
+        try:
+            from .registry import distribution
+
+            if distribution(v.name) != "user":
+                return None  # built-ins and plugins: the worker loads them by name
+        except (KeyError, SpecError):
+            pass
+        return pickle.dumps(v)
+
+    def _replace(self, w: _Worker) -> None:
+        w.kill()
+        self._workers[self._workers.index(w)] = _Worker(self.memory_mb)
+        self.workers_replaced += 1
+
+    def _finish(self, i: int, c: Call, verdict: Verdict, latency: float, results: list, keys: dict) -> None:
+        results[i] = verdict
+        self.stats.record(c.verifier, verdict, latency, False)
+        k = keys.get(i)
+        if k is not None and verdict.status not in (Status.TIMEOUT, Status.ERROR):
+            self._cache[k] = verdict
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def metrics(self) -> dict[str, float]:
+        out = self.stats.summary()
+        out["verifier/workers_replaced"] = self.workers_replaced
+        return out
+
+
+_DEFAULT_POOL: VerifierPool | None = None
+
+
+def default_pool() -> VerifierPool:
+    global _DEFAULT_POOL
+    if _DEFAULT_POOL is None:
+        import atexit
+
+        _DEFAULT_POOL = VerifierPool()
+        atexit.register(_DEFAULT_POOL.close)
+    return _DEFAULT_POOL
