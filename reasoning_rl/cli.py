@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = vsub.add_parser("list", help="name, version, source distribution and spec of every verifier")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.set_defaults(func=cmd_verifiers_list)
+    from .cli_verifiers import add_parsers
+
+    add_parsers(sub, vsub)
 
     p = sub.add_parser("config", help="print the resolved config, or every knob with its help")
     _add_config_args(p)

@@ -49,12 +49,17 @@ def braced(s: str, open_idx: int) -> tuple[str, int] | None:
     return None
 
 
-def boxed_answers(s: str) -> list[str]:
+def boxed_answers(s: str, last: int = 20) -> list[str]:
+    """Contents of the last `last` boxes; a box whose braces do not close within 4*MAX_ANSWER_CHARS
+    characters is skipped (its content would be refused as too long anyway)."""
     out = []
-    for m in _BOX.finditer(s):
-        got = braced(s, m.end() - 1)
+    starts = [m.end() - 1 for m in _BOX.finditer(s)][-last:]
+    for k in starts:
+        got = braced(s[:k + 4 * MAX_ANSWER_CHARS + 2], k)
         if got is not None:
             out.append(got[0].strip())
+        else:
+            out.append(s[k + 1:k + 4 * MAX_ANSWER_CHARS + 2])  # unclosed or huge: kept, so it counts as an answer
     return out
 
 
@@ -82,13 +87,12 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     """(answer, how) from a model output; answer None when there is none to trust."""
     if text is None:
         return None, "no output"
-    s = str(text)
-    if len(s) > TAIL_CHARS:
-        s = s[-TAIL_CHARS:]
+    full = str(text)
+    s = full[-TAIL_CHARS:] if len(full) > TAIL_CHARS else full
     s = _NOISE.sub("", s).strip()
     if not s:
         return None, "empty output"
-    boxes = distinct_boxes(s)
+    boxes = distinct_boxes(full)  # over the whole text: a long boxed answer must not be cut in half
     if boxes:
         if len(boxes) > 1:
             return None, f"{len(boxes)} different boxed answers"

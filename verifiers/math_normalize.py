@@ -25,6 +25,10 @@ _SIMPLE = {r"\cdot": "*", r"\times": "*", r"\ast": "*", r"\div": "/", r"\pi": "p
            r"\bmod": "%", r"\mod": "%", r"\approx": "≈", r"\to": " → ", r"\rightarrow": " → ", r"\mid": "|",
            r"\colon": ":", r"\in": " in ", r"\%": "%", r"\$": "", r"\vert": "|", r"\lvert": "|", r"\rvert": "|",
            r"\{": "⟦", r"\}": "⟧", r"\pm": "±", r"\lbrace": "{", r"\rbrace": "}", r"\lbrack": "[", r"\rbrack": "]"}
+# one alternation for all simple commands, longest first; a word command must not run into letters
+_SIMPLE_RE = re.compile("|".join(re.escape(k) + (r"(?![A-Za-z])" if k[-1].isalpha() else "")
+                                 for k in sorted(_SIMPLE, key=len, reverse=True)))
+_SIMPLE_REP = {k: (f" {v} " if v[:1].isalpha() else v) for k, v in _SIMPLE.items()}  # "i\pi" -> "i pi "
 _TEXTLIKE = re.compile(r"\\(?:text|textbf|textit|textrm|texttt|mathrm|mathbf|mathit|mathsf|mathtt|mbox|boldsymbol|"
                        r"mathbb|mathcal|hbox|textnormal|operatorname\*?)\s*\{")
 
@@ -104,9 +108,8 @@ def latex_to_text(s: str) -> str:
     s = re.sub(r"\\log_\s*(\w)\s*\(([^()]*)\)", r"log(\2, \1)", s)
     s = re.sub(r"\\log_\s*\{([^{}]*)\}\s*(\w+)", r"log(\2, \1)", s)
     s = re.sub(r"\\log_\s*(\w)\s*(\w+)", r"log(\2, \1)", s)
-    for k in sorted(_SIMPLE, key=len, reverse=True):
-        rep = f" {_SIMPLE[k]} " if _SIMPLE[k][:1].isalpha() else _SIMPLE[k]  # "i\pi" -> "i pi", not "ipi"
-        s = re.sub(re.escape(k) + (r"(?![A-Za-z])" if k[-1].isalpha() else ""), lambda _m, v=rep: v, s)
+    if "\\" in s:
+        s = _SIMPLE_RE.sub(lambda m: _SIMPLE_REP[m.group(0)], s)
     s = re.sub(r"\\(arcsin|arccos|arctan|arcsec|arccsc|arccot|ln|lg)(?![A-Za-z])", lambda m: _FUNCS[m.group(1)], s)
     s = re.sub(r"\\([A-Za-z]+)", r" \1 ", s)  # \sin -> sin, \alpha -> alpha, \mathrm-less leftovers
     s = re.sub(r"(?<![A-Za-z])(arcsin|arccos|arctan|arcsec|arccsc|arccot|ln)(?![A-Za-z])",

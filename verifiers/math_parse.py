@@ -12,6 +12,8 @@ and only then evaluates. Everything else is bounded by the runtime's wall-clock 
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -84,6 +86,7 @@ _PROTECTED = {"pi", "oo", "sqrt", "root", "cbrt", "exp", "log", "ln", "sin", "co
               "binomial", "gamma", "abs", "Abs", "Mod", "floor", "ceiling", "log10", "ELLIPSIS", "DEGREE",
               "alpha", "beta", "theta", "phi", "lambda", "mu", "sigma", "omega", "delta", "epsilon", "rho", "tau",
               "psi", "chi", "eta", "zeta", "kappa", "nu", "xi", "Max", "Min", "gcd", "lcm", "EmptySet", "inf"}
+_MAY_EXPLODE = re.compile(r"\*\*|\^|!|exp|factorial|gamma|binomial|(?<![A-Za-z])e(?![A-Za-z])")
 MAX_BITS = 100_000  # refuse exact numbers larger than this many bits
 MAX_EXPONENT = 100_000  # and any power with a larger exponent, even of a variable
 
@@ -127,7 +130,10 @@ def _check_size(expr) -> None:
 
 def safe_sympify(text: str):
     """Plain maths text -> sympy expression/relational, or ParseFailure."""
+    import warnings
+
     import sympy as sp
+    from sympy.utilities.exceptions import SymPyDeprecationWarning
     from sympy.parsing.sympy_parser import (auto_number, auto_symbol, convert_xor, factorial_notation,
                                             function_exponentiation, implicit_application, implicit_multiplication,
                                             parse_expr, rationalize, repeated_decimals, split_symbols_custom)
@@ -153,13 +159,19 @@ def safe_sympify(text: str):
     local = {n: sp.Function(n) for n in ("f", "g", "h") if re.search(rf"(?<![A-Za-z]){n}\s*\(", t)}
     local.update({"e": sp.E, "i": sp.I, "DEGREE": sp.pi / 180})  # e, i: Euler's number and the imaginary unit
     try:
-        raw = parse_expr(t, local_dict=dict(local), global_dict=ns, transformations=trans, evaluate=False)
-        _check_size(raw)
-        expr = parse_expr(t, local_dict=dict(local), global_dict=ns, transformations=trans, evaluate=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SymPyDeprecationWarning)  # e.g. a tuple multiplied: not maths
+            if _MAY_EXPLODE.search(t):  # only powers, factorials and exponentials can build huge numbers
+                raw = parse_expr(t, local_dict=dict(local), global_dict=ns, transformations=trans, evaluate=False)
+                _check_size(raw)
+            expr = parse_expr(t, local_dict=dict(local), global_dict=ns, transformations=trans, evaluate=True)
     except ParseFailure:
         raise
-    except (SyntaxError, TypeError, ValueError, AttributeError, ZeroDivisionError, RecursionError,
-            OverflowError, NotImplementedError, IndexError, KeyError) as e:
+    except SymPyDeprecationWarning as e:
+        raise ParseFailure(f"cannot parse {t[:60]!r}: {str(e).strip().splitlines()[0][:80]}") from None
+    except MemoryError:
+        raise  # the runtime reports it as ERROR: the verifier's failure, not the model's
+    except Exception as e:  # noqa: BLE001 - sympy's parser raises many types (TokenError, ...): all mean "not maths"
         raise ParseFailure(f"cannot parse {t[:60]!r}: {type(e).__name__}") from None
     except sp.SympifyError as e:
         raise ParseFailure(f"cannot parse {t[:60]!r}: {e}") from None
@@ -227,8 +239,44 @@ def _rounding(t: str):
 _MATRIX = re.compile(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*?)\\end\{\1\}", re.S)
 
 
+_PLAIN_NUMBER = re.compile(r"\s*([-+]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:\s*/\s*(\d+))?\s*")
+
+
+def _fast_number(s: str) -> Ans | None:
+    """Integers, decimals and a/b fractions without sympy's parser: the common case in RL."""
+    import sympy as sp
+
+    m = _PLAIN_NUMBER.fullmatch(s)
+    if not m or (m.group(3) and m.group(4)):
+        return None
+    sign, whole, frac, den = m.groups()
+    digits = whole.replace(",", "")
+    if len(digits) > 4000:
+        return None
+    if frac is not None:
+        v = sp.Rational(int(digits + frac), 10 ** len(frac))
+        rounded = (len((digits + frac).lstrip("0")), sp.Rational(1, 2) / 10 ** len(frac))
+    else:
+        v, rounded = sp.Integer(int(digits)), None
+        if den is not None:
+            if int(den) == 0:
+                return None
+            v = sp.Rational(int(digits), int(den))
+    return Ans("expr", -v if sign == "-" else v, rounded=rounded, raw=s)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(answer: str) -> Ans:
+    return _fast_number(answer) or _parse_answer(answer)
+
+
 def parse_answer(answer: str) -> Ans:
-    """The top-level parser: raw answer text (LaTeX or plain) -> Ans."""
+    """The top-level parser: raw answer text (LaTeX or plain) -> Ans. Cached (references repeat in a group);
+    callers must treat the result as read-only."""
+    return _parse_cached(answer)
+
+
+def _parse_answer(answer: str) -> Ans:
     import sympy as sp
 
     raw = answer
@@ -288,9 +336,7 @@ def parse_answer(answer: str) -> Ans:
         left, right = t.split("≈", 1)
         t = right.strip() if re.fullmatch(r"\s*[A-Za-z]\w*\s*", left) else left.strip()
     if t.endswith("%"):
-        a = parse_answer(t[:-1])
-        a.percent = True
-        return a
+        return dataclasses.replace(parse_answer(t[:-1]), percent=True)
     return _structure(t, raw)
 
 

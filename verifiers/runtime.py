@@ -268,7 +268,8 @@ class VerifierPool:
                 try:
                     reply = conn.recv()
                 except (EOFError, OSError):
-                    code = w.proc.exitcode if not w.proc.is_alive() else None
+                    w.proc.join(timeout=2)  # reap it, so the exit code is known
+                    code = w.proc.exitcode
                     verdict = Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
                     self._replace(w)
                 else:

@@ -1,0 +1,179 @@
+"""The verifier runtime: worker processes, wall-clock kills, masking, cache and metrics.
+
+The misbehaving verifiers below are real objects run in real worker processes. Each test
+has its own short pytest timeout as a second net around the pool's own limits.
+"""
+import os
+import threading
+import time
+
+import pytest
+
+import verifiers
+from reasoning_rl.types import Status, Verdict
+from verifiers import Verifier, VerifierPool, VerifierSpec
+from verifiers.runtime import Call
+
+
+class Hangs(Verifier):
+    name, version = "test_hangs", "1"
+    spec = VerifierSpec(needs=(), default_timeout=0.5)
+
+    def verify(self, completion, reference=None, **o):
+        if completion == "hang":
+            while True:
+                pass
+        return Verdict.correct()
+
+
+class Crashes(Verifier):
+    name, version = "test_crashes", "1"
+    spec = VerifierSpec(needs=(), default_timeout=2.0)
+
+    def verify(self, completion, reference=None, **o):
+        if completion == "raise":
+            raise RuntimeError("boom")
+        if completion == "exit":
+            os._exit(3)
+        if completion == "range":
+            return Verdict.correct(7.0)  # outside the declared (0, 1)
+        if completion == "float":
+            return 1.0  # not a Verdict
+        if completion == "memory":
+            return Verdict.correct(float(len(bytearray(8 * 1024**3))))
+        return Verdict.incorrect()
+
+
+class Counts(Verifier):
+    """Returns how many calls this worker has served: tells a cache hit (no call) from a miss."""
+
+    name, version = "test_counts", "1"
+    spec = VerifierSpec(needs=(), output_range=(0.0, 1e9), default_timeout=2.0)
+    calls = 0
+
+    def verify(self, completion, reference=None, **o):
+        type(self).calls += 1
+        return Verdict.correct(float(os.getpid()))
+
+
+for _v in (Hangs(), Crashes(), Counts()):
+    if _v.name not in verifiers.names():
+        verifiers.register(_v)
+
+
+@pytest.fixture
+def pool():
+    p = VerifierPool(num_workers=2, memory_mb=1024)
+    yield p
+    p.close()
+
+
+@pytest.mark.timeout(60)
+def test_hanging_verifier_times_out_and_pool_carries_on(pool):
+    t0 = time.monotonic()
+    out = pool.run([Call("test_hangs", "hang", None, {}), Call("test_hangs", "ok", None, {}),
+                    Call("test_hangs", "hang", None, {}), Call("test_hangs", "ok", None, {})])
+    assert [v.status for v in out] == [Status.TIMEOUT, Status.CORRECT, Status.TIMEOUT, Status.CORRECT]
+    assert all(v.score is None for v in out if v.status is Status.TIMEOUT)  # masked, never 0
+    assert pool.workers_replaced == 2
+    assert time.monotonic() - t0 < 20
+    assert pool.verify("test_hangs", "ok").status is Status.CORRECT  # replacements work
+    m = pool.metrics()
+    assert m["verifier/test_hangs/timeout"] == 2 and m["verifier/test_hangs/timeout_rate"] == 2 / 5
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("completion,fragment", [
+    ("raise", "RuntimeError: boom"),
+    ("exit", "worker died (exit code 3)"),
+    ("range", "outside its declared range"),
+    ("float", "not a Verdict"),
+    ("memory", "MemoryError"),
+])
+def test_verifier_failures_are_masked_errors(pool, completion, fragment):
+    v = pool.verify("test_crashes", completion)
+    assert v.status is Status.ERROR and v.score is None
+    assert fragment in v.detail
+    assert pool.verify("test_crashes", "fine").status is Status.INCORRECT  # the pool carries on
+
+
+@pytest.mark.timeout(60)
+def test_timeout_option_overrides_the_default(pool):
+    t0 = time.monotonic()
+    v = pool.verify("test_hangs", "hang", timeout=0.2)
+    assert v.status is Status.TIMEOUT and time.monotonic() - t0 < 5
+
+
+@pytest.mark.timeout(60)
+def test_cache_hits_skip_the_worker(pool):
+    a = pool.verify("test_counts", "same", "ref")
+    b = pool.verify("test_counts", "same", "ref")
+    assert a == b
+    c = pool.verify("test_counts", "other", "ref")
+    assert c.status is Status.CORRECT
+    m = pool.metrics()
+    assert m["verifier/test_counts/calls"] == 3 and m["verifier/test_counts/cache_hit_rate"] == pytest.approx(1 / 3)
+    assert "verifier/test_counts/latency_p50_ms" in m and "verifier/test_counts/latency_p99_ms" in m
+
+
+@pytest.mark.timeout(60)
+def test_timeouts_are_not_cached(pool):
+    assert pool.verify("test_hangs", "hang", timeout=0.2).status is Status.TIMEOUT
+    assert pool.verify("test_hangs", "hang", timeout=0.2).status is Status.TIMEOUT
+    assert pool.metrics()["verifier/test_hangs/cache_hit_rate"] == 0
+
+
+@pytest.mark.timeout(120)
+def test_works_off_the_main_thread():
+    """math-verify's signal.alarm fails off the main thread; ours has no signals at all."""
+    out = {}
+
+    def run():
+        with VerifierPool(num_workers=1) as p:
+            out["a"] = p.verify("math", "\\boxed{\\frac{1}{2}}", "0.5")
+            out["b"] = p.verify("test_hangs", "hang", timeout=0.3)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert out["a"].status is Status.CORRECT and out["b"].status is Status.TIMEOUT
+
+
+# adversarial inputs to the real `math` verifier: each within the budget, never a pass
+ADVERSARIAL = [
+    ("10^10^10^10", "\\boxed{10^{10^{10^{10}}}}"),
+    ("1 MB of digits", "9" * 1_000_000),
+    ("deeply nested frac", "\\boxed{" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "}"),
+    ("power tower of e", "\\boxed{e^{e^{e^{e^{e}}}}}"),
+    ("huge factorial", "\\boxed{(10^{100})!}"),
+    ("huge exponent on a variable", "\\boxed{x^{10^{1000}}}"),
+    ("1 MB of text", "the answer is " + "a" * 1_000_000),
+    ("deep parentheses", "\\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}"),
+    ("code injection", "\\boxed{__import__('os').system('touch /tmp/pwned')}"),
+]
+
+
+@pytest.mark.timeout(120)
+def test_adversarial_math_inputs_stay_within_budget():
+    budget = 5.0
+    with VerifierPool(num_workers=2) as p:
+        t0 = time.monotonic()
+        out = p.run([Call("math", pred, "7", {"timeout": budget}) for _, pred in ADVERSARIAL])
+        elapsed = time.monotonic() - t0
+    for (name, _), v in zip(ADVERSARIAL, out):
+        assert v.status is not Status.CORRECT, name
+    assert elapsed < budget * len(ADVERSARIAL) / 2 + 10  # nothing ran past its own budget
+    assert not os.path.exists("/tmp/pwned")
+
+
+@pytest.mark.timeout(60)
+def test_one_line_entry_point():
+    v = verifiers.verify("math", "so the answer is $\\frac{3}{4}$", "0.75")
+    assert v.status is Status.CORRECT and v.score == 1.0
+    out = verifiers.verify_batch("math", ["\\boxed{2}", "\\boxed{3}", ""], ["2", "2", "2"])
+    assert [o.status for o in out] == [Status.CORRECT, Status.INCORRECT, Status.UNPARSEABLE]
+
+
+def test_unknown_verifier_lists_the_valid_ones(pool):
+    with pytest.raises(KeyError, match="valid: .*math"):
+        pool.verify("maths", "1", "1")
