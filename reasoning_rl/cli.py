@@ -98,6 +98,34 @@ def cmd_sft(args) -> int:
     return 0
 
 
+def cmd_curate(args) -> int:
+    cfg = _load_config(args)
+    _set_threads(cfg)
+    from .cli_verifiers import read_rows
+    from .curate import curate, write_rows
+    from .models import load_policy
+    from .rollout import SamplingConfig
+    from .tiny.tasks import make_rows
+
+    if args.dataset:
+        rows = read_rows(args.dataset)
+    else:
+        rows = make_rows(cfg.tasks)[0 if args.split == "train" else 1]
+    rows = rows[: args.limit] if args.limit else rows
+    model, tok = load_policy(cfg)
+    sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens, seed=cfg.seed)
+    out = curate(model, tok, rows, args.n, sampling, verifier=args.verifier, reference_col=args.reference_col,
+                 ledger_path=args.ledger)
+    write_rows(out, args.output)
+    scored = [r for r in out if r["pass_rate"] is not None]
+    mixed = sum(r["mixed"] for r in out)
+    mean = sum(r["pass_rate"] for r in scored) / len(scored) if scored else float("nan")
+    print(f"curated {len(out)} prompts x {args.n} samples: mean pass rate {mean:.3f}, "
+          f"mixed {mixed} ({mixed / max(1, len(out)):.1%}), all pass {sum(r['pass_rate'] == 1 for r in scored)}, "
+          f"all fail {sum(r['pass_rate'] == 0 for r in scored)} -> {args.output}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.")
@@ -122,6 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="retrain even if a cached checkpoint exists")
     p.add_argument("--output", metavar="DIR", help="also save the checkpoint here")
     p.set_defaults(func=cmd_sft)
+
+    p = sub.add_parser("curate", help="sample G completions per prompt, verify, write pass-rate columns and `mixed`")
+    _add_config_args(p)
+    p.add_argument("--dataset", help="JSONL/Parquet/datasets dir with prompt and reference columns "
+                                     "(default: the embedded procedural tasks)")
+    p.add_argument("--split", choices=["train", "test"], default="train", help="for the embedded tasks")
+    p.add_argument("--limit", type=int, default=0, help="only the first N prompts (0 = all)")
+    p.add_argument("-n", "--n", type=int, default=8, help="samples per prompt (G)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=8)
+    p.add_argument("--verifier", default="math", help="outcome verifier")
+    p.add_argument("--reference-col", default="answer")
+    p.add_argument("--ledger", help="also record the groups in this SQLite curriculum ledger")
+    p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
+    p.set_defaults(func=cmd_curate)
     return ap
 
 

@@ -1,0 +1,87 @@
+"""The rollout interface: `generate(prompts, n, sampling) -> list[Group]`.
+
+Every sample carries its text, its response token ids, the per-token log-probabilities
+of those tokens under the sampling policy pi_old (the model's distribution at the
+sampling temperature: log softmax(logits / T), before top-p/top-k truncation, which is
+what the trainer recomputes for the ratio), and its finish reason ("stop" or "length").
+
+`logprob_mismatch` recomputes the sampled tokens' log-probabilities with the training
+model and reports mean and max |delta log p|: the check a trainer runs on any engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+from ..config import knob
+from ..types import Group
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = knob(1.0, "sampling temperature; 0 = greedy", min=0.0)
+    top_p: float = knob(1.0, "nucleus sampling mass", min=0.0, max=1.0)
+    top_k: int = knob(0, "keep the k most likely tokens (0 = off)", min=0)
+    max_tokens: int = knob(16, "longest completion in tokens", min=1)
+    stop: tuple[str, ...] = knob((), "stop strings (the stop string is not part of the completion)")
+    seed: int | None = knob(None, "sampling seed (None = not reseeded)")
+    chat: bool = knob(False, "apply the tokenizer's chat template to each prompt")
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """What an engine needs of a dataset row: an id, the prompt text, and the task (reference etc.)."""
+
+    prompt_id: str
+    prompt: str
+    task: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], index: int = 0) -> "PromptRow":
+        if "prompt" not in row:
+            raise ValueError(f"dataset row {index} has no 'prompt' column (columns: {sorted(row)})")
+        pid = str(row.get("prompt_id", row.get("id", index)))
+        return cls(pid, row["prompt"], {k: v for k, v in row.items() if k not in ("prompt", "prompt_id")})
+
+
+class RolloutEngine(Protocol):
+    def generate(self, prompts: Sequence[PromptRow], n: int, sampling: SamplingConfig) -> list[Group]: ...
+
+    def update_weights(self, model) -> None: ...
+
+
+def as_rows(prompts: Sequence[PromptRow | Mapping[str, Any] | str]) -> list[PromptRow]:
+    out = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, PromptRow):
+            out.append(p)
+        elif isinstance(p, str):
+            out.append(PromptRow(str(i), p))
+        else:
+            out.append(PromptRow.from_row(p, i))
+    return out
+
+
+def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: float = 1.0,
+                     batch_size: int = 64) -> dict[str, float]:
+    """Mean and max |log p_engine - log p_trainer| over all sampled tokens."""
+    import torch
+
+    from ..logprobs import pad_completions, pad_prompts, token_logprobs
+
+    pairs = [(g.prompt, s) for g in groups for s in g.samples if s.token_ids and s.logprobs]
+    if not pairs:
+        return {"rollout/logprob_mismatch_mean": 0.0, "rollout/logprob_mismatch_max": 0.0}
+    total, count, worst = 0.0, 0, 0.0
+    for i in range(0, len(pairs), batch_size):
+        chunk = pairs[i:i + batch_size]
+        p_ids, p_mask = pad_prompts([tokenizer(p)["input_ids"] for p, _ in chunk], tokenizer.pad_token_id)
+        c_ids, c_mask = pad_completions([list(s.token_ids) for _, s in chunk], tokenizer.pad_token_id)
+        with torch.no_grad():
+            lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=temperature or 1.0)
+        for row, (_, s) in enumerate(chunk):
+            d = (lp[row, :len(s.token_ids)] - torch.tensor(s.logprobs, dtype=lp.dtype)).abs()
+            total += d.sum().item()
+            count += d.numel()
+            worst = max(worst, d.max().item())
+    return {"rollout/logprob_mismatch_mean": total / count, "rollout/logprob_mismatch_max": worst}

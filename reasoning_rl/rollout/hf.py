@@ -1,0 +1,101 @@
+"""The `hf` rollout engine: batched `transformers` generation with sampling, on CPU or GPU.
+
+The engine samples from the very model object the trainer updates (`update_weights` swaps
+in another), so "pushing weights" costs nothing. Log-probabilities come from the raw
+logits of each generation step at the sampling temperature (`output_logits=True`).
+A completion ends at EOS (kept as its last token, finish "stop"), at a stop string
+(cut before it, finish "stop"), or at `max_tokens` (finish "length").
+
+Not here: KV-cache reuse across groups, speculative decoding, multi-GPU (see vllm).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..types import Group, Sample
+from .base import PromptRow, SamplingConfig, as_rows
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        if tokenizer.pad_token_id is None:
+            raise ValueError("hf engine: the tokenizer has no pad token; set tokenizer.pad_token")
+
+    def update_weights(self, model) -> None:
+        """Use these weights from now on (the same object the trainer updates, or a copy of its state)."""
+        if model is not self.model:
+            self.model.load_state_dict(model.state_dict())
+
+    def _encode(self, prompt: str, chat: bool) -> str:
+        if chat:
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return prompt
+
+    def generate(self, prompts: Sequence[PromptRow | dict | str], n: int, sampling: SamplingConfig) -> list[Group]:
+        import torch
+
+        if n < 1:
+            raise ValueError(f"generate: n must be >= 1, got {n}")
+        rows = as_rows(prompts)
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        flat = [(r, self._encode(r.prompt, sampling.chat)) for r in rows for _ in range(n)]
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        was_training = self.model.training
+        self.model.eval()
+        samples: list[Sample] = []
+        try:
+            for i in range(0, len(flat), self.batch_size):
+                samples.extend(self._batch([t for _, t in flat[i:i + self.batch_size]], sampling))
+        finally:
+            self.model.train(was_training)
+        groups = []
+        for k, r in enumerate(rows):
+            groups.append(Group(r.prompt_id, r.prompt, r.task, samples[k * n:(k + 1) * n]))
+        return groups
+
+    def _batch(self, texts: list[str], s: SamplingConfig) -> list[Sample]:
+        import torch
+
+        tok = self.tokenizer
+        enc = tok(texts, return_tensors="pt", padding=True)
+        greedy = s.temperature == 0
+        kwargs = dict(max_new_tokens=s.max_tokens, do_sample=not greedy, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id, return_dict_in_generate=True, output_logits=True)
+        if not greedy:
+            kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
+        if s.stop:
+            kwargs.update(stop_strings=list(s.stop), tokenizer=tok)
+        enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        with torch.no_grad():
+            out = self.model.generate(**enc, **kwargs)
+        new = out.sequences[:, enc["input_ids"].shape[1]:]  # (B, steps)
+        logits = torch.stack(out.logits, dim=1).float()  # (B, steps, V)
+        if not greedy and s.temperature != 1.0:
+            logits = logits / s.temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, steps)
+        result = []
+        for b in range(new.shape[0]):
+            ids = new[b].tolist()
+            lps = logp[b].tolist()
+            finish = "length"
+            if tok.eos_token_id in ids:
+                cut = ids.index(tok.eos_token_id) + 1
+                ids, lps, finish = ids[:cut], lps[:cut], "stop"
+            text = tok.decode(ids, skip_special_tokens=True)
+            for st in s.stop:
+                j = text.find(st)
+                if j >= 0:
+                    text, finish = text[:j], "stop"
+                    # keep the tokens up to and including the one that completed the stop string
+                    keep = 0
+                    while keep < len(ids) and st not in tok.decode(ids[:keep + 1], skip_special_tokens=True):
+                        keep += 1
+                    ids, lps = ids[:keep + 1], lps[:keep + 1]
+            result.append(Sample(text, tuple(ids), tuple(lps), finish))
+        return result

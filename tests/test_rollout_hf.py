@@ -1,0 +1,120 @@
+"""The `hf` rollout engine on the real tiny model: shapes, finish reasons, pi_old log-probs,
+weight pushes, stop strings, seeds; and `reasoning-rl curate` end to end."""
+import json
+import subprocess
+
+import pytest
+import torch
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.models import build_tiny
+from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, logprob_mismatch
+
+from .conftest import PY, run_env
+
+PROMPTS = [PromptRow("a", "12+30=", {"answer": "42"}), PromptRow("b", "7*8=", {"answer": "56"}),
+           PromptRow("c", "100-1=", {"answer": "99"})]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    return model.eval(), tok
+
+
+def test_groups_shapes_finish_reasons_and_logprobs(tiny):
+    model, tok = tiny
+    eng = HFEngine(model, tok, batch_size=5)  # a batch size that splits groups across batches
+    groups = eng.generate(PROMPTS, n=4, sampling=SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
+    assert [g.prompt_id for g in groups] == ["a", "b", "c"] and all(len(g.samples) == 4 for g in groups)
+    assert groups[0].task == {"answer": "42"}
+    for g in groups:
+        for s in g.samples:
+            assert len(s.token_ids) == len(s.logprobs) >= 1
+            assert all(lp <= 0 for lp in s.logprobs)
+            if s.finish_reason == "length":
+                assert len(s.token_ids) == 6 and tok.eos_token_id not in s.token_ids
+            else:
+                assert s.token_ids[-1] == tok.eos_token_id
+            assert s.text == tok.decode(list(s.token_ids), skip_special_tokens=True)
+    m = logprob_mismatch(model, tok, groups)
+    assert m["rollout/logprob_mismatch_max"] < 1e-4, m  # engine log-probs = the trainer's recomputation
+
+
+def test_temperature_scaled_logprobs_match_recomputation(tiny):
+    model, tok = tiny
+    groups = HFEngine(model, tok).generate(PROMPTS, 3, SamplingConfig(temperature=0.7, max_tokens=5, seed=1))
+    assert logprob_mismatch(model, tok, groups, temperature=0.7)["rollout/logprob_mismatch_max"] < 1e-4
+    assert logprob_mismatch(model, tok, groups, temperature=1.0)["rollout/logprob_mismatch_max"] > 1e-3
+
+
+def test_seed_reproduces_and_greedy_is_deterministic(tiny):
+    model, tok = tiny
+    eng = HFEngine(model, tok)
+    s = SamplingConfig(temperature=1.0, max_tokens=6, seed=123)
+    a = [x.token_ids for g in eng.generate(PROMPTS, 4, s) for x in g.samples]
+    b = [x.token_ids for g in eng.generate(PROMPTS, 4, s) for x in g.samples]
+    assert a == b
+    g = eng.generate(PROMPTS[:1], 3, SamplingConfig(temperature=0.0, max_tokens=6))
+    assert len({x.token_ids for x in g[0].samples}) == 1
+
+
+def test_pushed_weights_change_the_output(tiny):
+    model, tok = tiny
+    eng = HFEngine(model, tok)
+    s = SamplingConfig(temperature=1.0, max_tokens=6, seed=5)
+    before = [(x.token_ids, x.logprobs) for g in eng.generate(PROMPTS, 2, s) for x in g.samples]
+    other, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2", "seed=7"]))
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        eng.update_weights(other)
+        groups = eng.generate(PROMPTS, 2, s)
+        after = [(x.token_ids, x.logprobs) for g in groups for x in g.samples]
+        assert after != before
+        assert torch.equal(eng.model.lm_head.weight, other.lm_head.weight)
+        assert logprob_mismatch(other, tok, groups)["rollout/logprob_mismatch_max"] < 1e-4  # sampled by `other`
+    finally:
+        model.load_state_dict(saved)
+
+
+def test_stop_strings_cut_the_completion(tiny):
+    model, tok = tiny
+    eng = HFEngine(model, tok)
+    groups = eng.generate(PROMPTS, 4, SamplingConfig(temperature=1.5, max_tokens=12, seed=0, stop=("1",)))
+    for s in (x for g in groups for x in g.samples):
+        assert "1" not in s.text
+        if "1" in tok.decode(list(s.token_ids), skip_special_tokens=True):
+            assert s.finish_reason == "stop"
+
+
+def test_bad_inputs_are_clear_errors(tiny):
+    model, tok = tiny
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        HFEngine(model, tok).generate(PROMPTS, 0, SamplingConfig())
+    with pytest.raises(ValueError, match="no 'prompt' column"):
+        HFEngine(model, tok).generate([{"question": "1+1="}], 1, SamplingConfig())
+
+
+@pytest.mark.timeout(600)
+def test_cli_curate_writes_pass_rate_columns(tmp_path):
+    env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"prompt_id": f"q{i}", "prompt": f"{i}+{i}=", "answer": str(2 * i)}) + "\n"
+                            for i in range(6)))
+    r = subprocess.run([PY, "-m", "reasoning_rl", "curate", "--dataset", str(data), "-n", "4", "--output",
+                        str(tmp_path / "out"), "--ledger", str(tmp_path / "l.sqlite"), "--set", "sft.steps=10",
+                        "--set", "sft.eval_size=10"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in (tmp_path / "out" / "data.jsonl").read_text().splitlines()]
+    assert [x["prompt_id"] for x in rows] == [f"q{i}" for i in range(6)]
+    for x in rows:
+        assert x["attempts"] + x["masked"] == 4
+        assert x["mixed"] == (0 < x["passes"] < x["attempts"])
+    from curricula import Ledger
+    from datasets import load_from_disk
+
+    assert load_from_disk(str(tmp_path / "out" / "dataset")).column_names[-4:] == ["passes", "pass_rate", "mixed",
+                                                                                    "masked"]
+    with Ledger(tmp_path / "l.sqlite") as led:
+        assert led.get("q0").attempts == rows[0]["attempts"]
