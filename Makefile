@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml scripts/setup_venv.sh
 	touch $@
 
 demo: setup
-	$(BIN)/reasoning-rl sft
+	$(BIN)/reasoning-rl demo
 
 test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_MARK)

@@ -126,6 +126,24 @@ def cmd_curate(args) -> int:
     return 0
 
 
+def cmd_train_grpo(args) -> int:
+    cfg = _load_config(args)
+    from .trainers.grpo import train_grpo
+
+    history, _, _ = train_grpo(cfg)
+    accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
+    print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    cfg = _load_config(args)
+    from .demo import run_demo
+
+    run_demo(cfg)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.")
@@ -165,6 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ledger", help="also record the groups in this SQLite curriculum ledger")
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_curate)
+
+    p = sub.add_parser("train", help="train a policy")
+    tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True)
+    q = tsub.add_parser("grpo", help="GRPO under the math verifier on the configured tasks")
+    _add_config_args(q)
+    q.set_defaults(func=cmd_train_grpo)
+
+    p = sub.add_parser("demo", help="the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_demo)
     return ap
 
 

@@ -32,6 +32,39 @@ class SFTConfig:
 
 
 @dataclass(frozen=True)
+class GRPOConfig:
+    steps: int = knob(150, "optimiser rounds (each: sample, verify, filter, update)", min=1)
+    prompts_per_step: int = knob(32, "groups per batch (B)", min=1)
+    group_size: int = knob(8, "samples per prompt (G); 8 gives mixed groups for pass rates 0.1-0.9", min=2)
+    lr: float = knob(1e-4, "AdamW learning rate (constant after warm-up); 1e-3 collapses the tiny model", min=0.0)
+    warmup_steps: int = knob(5, "linear learning-rate warm-up", min=0)
+    temperature: float = knob(1.0, "sampling temperature", min=0.0)
+    top_p: float = knob(1.0, "sampling nucleus mass", min=0.0, max=1.0)
+    max_tokens: int = knob(8, "longest completion in tokens (the tiny tasks need <= 6)", min=1)
+    loss_type: str = knob("dapo", "grpo | dr_grpo | dapo | bnpo: how token losses aggregate (TRL's names)",
+                          choices=("grpo", "dr_grpo", "dapo", "bnpo"))
+    advantage: str = knob("grpo", "grpo | dr_grpo | rloo", choices=("grpo", "dr_grpo", "rloo"))
+    scale_rewards: str = knob("group", "grpo std: group | batch | none", choices=("group", "batch", "none"))
+    eps_low: float = knob(0.2, "PPO clip below 1", min=0.0, max=1.0)
+    eps_high: float = knob(0.28, "PPO clip above 1 (DAPO clip-higher 0.28)", min=0.0)
+    beta: float = knob(0.0, "KL-to-reference coefficient in the loss (0 = no reference model loaded)", min=0.0)
+    kl_estimator: str = knob("k3", "k1 | k2 | k3", choices=("k1", "k2", "k3"))
+    num_iterations: int = knob(1, "optimisation epochs over each batch (mu)", min=1)
+    minibatch_size: int = knob(128, "sequences per optimiser step", min=1)
+    grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
+    mask_truncated_completions: bool = knob(False, "leave completions that hit max_tokens out of the loss")
+    filter_mixed: bool = knob(True, "keep only groups with a pass and a fail (DAPO dynamic sampling)")
+    max_refill_rounds: int = knob(2, "extra generation rounds to refill a filtered batch", min=0)
+    sampler: str = knob("mixed_band", "uniform | mixed_band", choices=("uniform", "mixed_band"))
+    retire_after: int = knob(0, "retire a prompt after this many all-pass groups in a row (0 = never)", min=0)
+    format_weight: float = knob(0.0, "weight of a think/answer format rule in the reward (0 = logged only)")
+    train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
+    eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
+    eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
+    verifier_workers: int = knob(2, "verifier worker processes", min=1)
+
+
+@dataclass(frozen=True)
 class Config:
     seed: int = knob(0, "seed for torch, python and numpy")
     output_dir: str = knob("runs/default", "where checkpoints, metrics and plots go")
@@ -39,3 +72,4 @@ class Config:
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
+    grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training")

@@ -32,7 +32,9 @@ def test_bad_overrides_name_the_key(overrides, fragment):
 
 
 def test_defaults_and_overrides():
-    cfg = config.load(Config, overrides=["sft.steps=7", "tasks.families=[add, mul]", "model.tiny.num_layers=2"])
+    cfg = config.load(Config, overrides=["sft.steps=7", "tasks.families=[add, mul]", "model.tiny.num_layers=2",
+                                         "sft.lr=1e-4"])
+    assert cfg.sft.lr == 1e-4  # YAML 1.1 would read 1e-4 as a string
     assert cfg.sft.steps == 7 and cfg.tasks.families == ("add", "mul") and cfg.model.tiny.num_layers == 2
     assert cfg.sft.batch_size == Config().sft.batch_size
     with pytest.raises(AttributeError):

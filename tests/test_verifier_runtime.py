@@ -177,3 +177,28 @@ def test_one_line_entry_point():
 def test_unknown_verifier_lists_the_valid_ones(pool):
     with pytest.raises(KeyError, match="valid: .*math"):
         pool.verify("maths", "1", "1")
+
+
+UNGUARDED = """
+import os, sys
+sys.path.insert(0, {root!r})
+import verifiers
+with open({marker!r}, "a") as f:
+    f.write(str(os.getpid()) + "\\n")
+print(verifiers.verify_batch("math", ["\\\\boxed{{2}}"] * 4, ["2"] * 4)[0].status.value)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_script_without_a_main_guard_is_not_rerun_in_workers(tmp_path, root):
+    """Workers must not re-import the parent's unguarded main script (it would start training again)."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "runs.txt"
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED.format(root=str(root), marker=str(marker)))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "correct"
+    assert len(marker.read_text().split()) == 1  # the main body ran once, in the parent only

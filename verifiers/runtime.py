@@ -21,11 +21,13 @@ scale-out issue), or persistence of the cache across runs.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import pickle
+import sys
 import time
 import traceback
 from collections import OrderedDict, defaultdict
@@ -88,12 +90,37 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             conn.send(("error", f"reply not sendable: {e}"))
 
 
+@contextlib.contextmanager
+def _main_module_hidden():
+    """Start a process without re-importing the parent's __main__ in it.
+
+    multiprocessing's forkserver/spawn children re-run the parent's main script (as __mp_main__)
+    unless it has an `if __name__ == "__main__"` guard; a training script without one would
+    start training again in every verifier worker. Workers need nothing from __main__ (built-in
+    and plugin verifiers load by name; user verifiers must live in an importable module), so
+    the main module's file and spec are hidden while the child's preparation data is taken.
+    """
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            if k == "__spec__":
+                main.__spec__ = None
+            else:
+                del main.__dict__[k]
+        yield
+    finally:
+        for k, v in saved.items():
+            main.__dict__[k] = v
+
+
 class _Worker:
     def __init__(self, memory_mb: int):
         ctx = _context()
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, memory_mb), daemon=True)
-        self.proc.start()
+        with _main_module_hidden():
+            self.proc.start()
         child.close()
         self.task: int | None = None
         self.deadline = 0.0

@@ -1,0 +1,1 @@
+"""Trainers: readable loops that compose rollouts, verifiers, curricula, advantages and losses."""

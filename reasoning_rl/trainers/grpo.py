@@ -1,0 +1,202 @@
+"""GRPO: sample groups, verify them, keep the mixed ones, and climb the clipped surrogate.
+
+One round (a "step"):
+  1. the curriculum sampler draws B prompts; the rollout engine samples G completions each
+     with pi_old = the current weights (token ids + sampling log-probs);
+  2. the verifier pool scores every sample; the outcome verifier's pass/fail feeds the ledger,
+     the mixed filter and refill (DAPO dynamic sampling); the composite reward feeds advantages;
+  3. A = group-normalised advantage (grpo / dr_grpo / rloo) over scored samples; masked
+     samples (TIMEOUT/ERROR/ABSTAIN) are left out of the loss entirely;
+  4. `num_iterations` epochs of minibatch updates on the PPO-clip objective with eps_low/eps_high,
+     token aggregation by `loss_type`, optional k3 KL to a frozen reference;
+  5. metrics to JSONL (and the caller's hooks), held-out greedy accuracy every `eval_every` steps.
+
+Not here (yet): PPO with a critic, checkpoints with optimiser/RNG state and --resume,
+TensorBoard, process-supervision advantages, multi-process training.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import time
+from typing import Callable
+
+from ..configs import Config
+
+
+def _attach(groups, reward, pool):
+    """Every sample of every group gets its verdicts (one concurrent batch through the pool)."""
+    from ..types import Group
+
+    flat = [(g, s) for g in groups for s in g.samples]
+    refs = [g.task.get("answer") for g, _ in flat]
+    verdicts = reward.verify([s.text for _, s in flat], refs, [g.prompt for g, _ in flat], pool=pool)
+    out, k = [], 0
+    for g in groups:
+        samples = []
+        for s in g.samples:
+            samples.append(s.with_verdicts(verdicts[k]))
+            k += 1
+        out.append(Group(g.prompt_id, g.prompt, g.task, samples))
+    return out
+
+
+def _tensors(groups, reward, tok, gcfg):
+    """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable."""
+    import torch
+
+    from ..advantages import ADVANTAGES
+    from ..logprobs import pad_completions, pad_prompts
+
+    R = torch.tensor([[reward.combine(s.verdicts) if reward.combine(s.verdicts) is not None else 0.0
+                       for s in g.samples] for g in groups], dtype=torch.float32)  # (B, G)
+    valid = torch.tensor([[reward.combine(s.verdicts) is not None and len(s.token_ids) > 0 for s in g.samples]
+                          for g in groups])  # (B, G): masked samples are out of every statistic
+    kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
+    A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
+    rows = []
+    for b, g in enumerate(groups):
+        for i, s in enumerate(g.samples):
+            if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated):
+                continue
+            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), A[b, i].item()))
+    if not rows:
+        return None
+    p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
+    c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
+    old = torch.zeros(c_ids.shape)
+    for j, r in enumerate(rows):
+        old[j, :len(r[2])] = torch.tensor(r[2])
+    return p_ids, p_mask, c_ids, c_mask, old, torch.tensor([r[3] for r in rows])
+
+
+def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None):
+    """Run GRPO as configured. Returns (history, model, tokenizer): history is one metrics dict per step."""
+    import torch
+
+    import verifiers
+    from curricula import Ledger, apply_filters, fill_batch, group_stats, make_sampler
+
+    from ..evaluate import greedy_accuracy
+    from ..logprobs import token_logprobs
+    from ..losses import GRPO_LOSS_AGGREGATION, ppo_clip
+    from ..models import load_policy
+    from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
+    from ..sft import seed_everything
+    from ..tiny.tasks import make_rows
+
+    g = cfg.grpo
+    torch.set_num_threads(cfg.num_threads)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    model, tok = load_policy(cfg, log=log)
+    ref = copy.deepcopy(model).eval() if g.beta > 0 else None
+    train_rows, test_rows = make_rows(cfg.tasks)
+    by_id = {r["prompt_id"]: r for r in (train_rows[:g.train_prompts] if g.train_prompts else train_rows)}
+    engine = HFEngine(model, tok)
+    terms = [verifiers.Term("math", 1.0), verifiers.Term("think_answer", g.format_weight)]
+    reward = verifiers.Reward(tuple(terms), outcome="math")
+    pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
+    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite"))
+    sampler = make_sampler(g.sampler, list(by_id), G=g.group_size, seed=cfg.seed, ledger=ledger)
+    sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
+    opt = torch.optim.AdamW(model.parameters(), lr=g.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, g.warmup_steps)))
+    agg = GRPO_LOSS_AGGREGATION[g.loss_type]
+    rng = random.Random(cfg.seed)
+    evals = test_rows[: g.eval_size]
+    history: list[dict] = []
+    metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
+    acc = greedy_accuracy(model, tok, evals)
+    log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
+    with open(metrics_path, "w") as mf:
+        mf.write(json.dumps({"step": 0, "eval/accuracy": acc}) + "\n")
+    generated_all = []
+
+    def generate(prompt_ids):
+        t0 = time.perf_counter()
+        groups = engine.generate([dict(by_id[p], prompt_id=p) for p in prompt_ids], g.group_size, sampling)
+        t1 = time.perf_counter()
+        groups = _attach(groups, reward, pool)
+        timing["rollout"] += t1 - t0
+        timing["verify"] += time.perf_counter() - t1
+        generated_all.extend(groups)
+        return groups
+
+    try:
+        for step in range(1, g.steps + 1):
+            timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
+            generated_all.clear()
+            keep = (lambda grp: bool(apply_filters([grp], "math", ["mixed"])[0])) if g.filter_mixed else (lambda _: True)
+            batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
+                                       g.max_refill_rounds if g.filter_mixed else 0)
+            ledger.update(generated_all, "math", step, retire_after=g.retire_after or None)
+            m = {"step": step, **group_stats(generated_all, "math", reward=lambda s: reward.combine(s.verdicts)),
+                 **refill.metrics()}
+            scores = [reward.combine(s.verdicts) for grp in generated_all for s in grp.samples]
+            scored = [x for x in scores if x is not None]
+            m["reward/mean"] = sum(scored) / len(scored) if scored else 0.0
+            m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
+            m["verify/masked"] = len(scores) - len(scored)
+            lengths = [len(s.token_ids) for grp in generated_all for s in grp.samples]
+            m["completions/mean_length"] = sum(lengths) / max(1, len(lengths))
+            m["completions/clipped_ratio"] = sum(s.truncated for grp in generated_all for s in grp.samples) / max(1, len(lengths))
+            t0 = time.perf_counter()
+            tensors = _tensors(batch, reward, tok, g) if batch else None
+            if tensors is not None:
+                if step % g.eval_every == 1 or g.eval_every == 1:
+                    m.update(logprob_mismatch(model, tok, batch[:8], temperature=g.temperature or 1.0))
+                p_ids, p_mask, c_ids, c_mask, old, A = tensors
+                n = p_ids.shape[0]
+                model.train()
+                stats: dict[str, list[float]] = {}
+                for _ in range(g.num_iterations):
+                    order = list(range(n))
+                    rng.shuffle(order)
+                    for i in range(0, n, g.minibatch_size):
+                        idx = torch.tensor(order[i:i + g.minibatch_size])
+                        logp = token_logprobs(model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
+                                              temperature=g.temperature or 1.0)
+                        lref = None
+                        if ref is not None:
+                            with torch.no_grad():
+                                lref = token_logprobs(ref, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
+                                                      temperature=g.temperature or 1.0)
+                        out = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=g.eps_low, eps_high=g.eps_high,
+                                       agg=agg, max_len=g.max_tokens, logp_ref=lref, beta=g.beta,
+                                       kl_estimator=g.kl_estimator)
+                        opt.zero_grad(set_to_none=True)
+                        out.loss.backward()
+                        if g.grad_clip > 0:
+                            stats.setdefault("grad_norm", []).append(
+                                float(torch.nn.utils.clip_grad_norm_(model.parameters(), g.grad_clip)))
+                        opt.step()
+                        for k, v in out.metrics.items():
+                            stats.setdefault(k, []).append(v)
+                sched.step()
+                model.eval()
+                m.update({k: sum(v) / len(v) for k, v in stats.items()})
+                m["train/samples"] = n
+            timing["update"] = time.perf_counter() - t0
+            m.update({f"time/{k}": v for k, v in timing.items()})
+            m["curriculum/retired"] = ledger.retired_count()
+            if step % g.eval_every == 0 or step == g.steps:
+                m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
+            history.append(m)
+            with open(metrics_path, "a") as mf:
+                mf.write(json.dumps(m) + "\n")
+            if on_step:
+                on_step(m)
+            log(f"step {step}/{g.steps}  reward {m['reward/mean']:.3f}  mixed {m.get('groups/pct_mixed', 0):.2f}  "
+                f"yield {m['curriculum/yield']:.2f}  loss {m.get('loss/policy', float('nan')):+.4f}  "
+                f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {timing['rollout']:.2f}s "
+                f"verify {timing['verify']:.2f}s update {timing['update']:.2f}s"
+                + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
+    finally:
+        pool.close()
+        ledger.close()
+    model.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    tok.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    return history, model, tok

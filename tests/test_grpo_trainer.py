@@ -1,0 +1,42 @@
+"""The GRPO loop on the real tiny model: mechanics (fast) and learning (slow)."""
+import json
+
+import pytest
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.trainers.grpo import train_grpo
+
+
+@pytest.mark.timeout(300)
+def test_grpo_loop_mechanics(tmp_path):
+    cfg = config.load(Config, overrides=[
+        f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1",
+        "grpo.steps=2", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.eval_size=20", "grpo.eval_every=1",
+        "grpo.filter_mixed=false", "grpo.beta=0.04", "grpo.train_prompts=32", "grpo.verifier_workers=1"])
+    history, model, tok = train_grpo(cfg, log=lambda *_: None)
+    assert [h["step"] for h in history] == [1, 2]
+    for key in ("reward/mean", "groups/pct_mixed", "frac_reward_zero_std", "curriculum/yield", "time/rollout",
+                "time/verify", "time/update", "completions/mean_length", "eval/accuracy"):
+        assert key in history[-1], key
+    trained = [h for h in history if "train/samples" in h]
+    assert all(h["train/samples"] == 16 for h in trained)  # 4 groups x 4 samples, none masked
+    assert all("kl" in h and "clip_ratio/region" in h for h in trained)
+    assert "rollout/logprob_mismatch_max" in history[0] and history[0]["rollout/logprob_mismatch_max"] < 1e-3
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines[0]["step"] == 0 and lines[-1]["step"] == 2
+    assert (tmp_path / "final" / "config.json").exists() and (tmp_path / "ledger.sqlite").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_grpo_reward_rises_on_a_small_prompt_set(tmp_path):
+    """RL on 16 train prompts from the SFT start: the verified reward climbs (0.28 -> ~0.6 measured)."""
+    cfg = config.load(Config, overrides=[
+        f"output_dir={tmp_path}", "grpo.steps=30", "grpo.eval_every=30", "grpo.eval_size=50",
+        "grpo.train_prompts=16", "grpo.prompts_per_step=16", "grpo.sampler=uniform", "grpo.filter_mixed=false",
+        "grpo.lr=3e-4"])
+    history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    first = sum(h["reward/mean"] for h in history[:5]) / 5
+    last = sum(h["reward/mean"] for h in history[-5:]) / 5
+    assert last > first + 0.1, (first, last)
