@@ -15,7 +15,6 @@ import json
 import os
 import re
 import types
-import typing
 from typing import Any, Iterable, Literal, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
 
 __all__ = ["knob", "ConfigError", "load", "from_dict", "to_dict", "apply_overrides", "describe"]

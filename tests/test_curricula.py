@@ -1,6 +1,5 @@
 """Curricula: filters on the binary outcome, refill, the SQLite ledger, and the samplers."""
 import multiprocessing as mp
-import os
 import random
 import signal
 import subprocess

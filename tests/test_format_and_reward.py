@@ -1,7 +1,6 @@
 """Format rules (spoofed tags must fail), reward composition (masking), and the TRL adapter."""
 import pytest
 
-import verifiers
 from reasoning_rl.types import Status, Verdict
 from verifiers import Reward, Term, as_trl_reward
 from verifiers.format import Boxed, Repetition, SoftLength, ThinkAnswer

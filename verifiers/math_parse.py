@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .math_extract import braced
 from .math_normalize import latex_to_text, strip_number_format, strip_units
 
 
