@@ -136,6 +136,83 @@ def cmd_train_grpo(args) -> int:
     return 0
 
 
+def _fresh_pairs(cfg, model, tok, rows, n, pair_cfg, log=print):
+    from .curate import sample_verified
+    from .pairs import build_pairs
+    from .rollout import SamplingConfig
+
+    groups = sample_verified(model, tok, rows, n, SamplingConfig(temperature=cfg.dpo.temperature,
+                                                                 max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),
+                             log=log)
+    return build_pairs(groups, "math", pair_cfg, policy=cfg.model.name_or_path, verifier_version="1")
+
+
+def _pair_config(args):
+    from . import config as _config
+    from .pairs import PairConfig
+
+    return _config.from_dict(PairConfig, {"strategy": args.strategy, "k": args.k, "length_tolerance": args.length_tolerance,
+                                          "min_margin": args.min_margin, "max_pairs_per_prompt": args.max_per_prompt,
+                                          "dedup": not args.no_dedup}, prefix="pairs")
+
+
+def cmd_pairs(args) -> int:
+    cfg = _load_config(args)
+    _set_threads(cfg)
+    from .cli_verifiers import read_rows
+    from .models import load_policy
+    from .pairs import write_pairs
+    from .tiny.tasks import make_rows
+
+    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0]
+    rows = rows[: args.limit] if args.limit else rows
+    model, tok = load_policy(cfg)
+    pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, _pair_config(args))
+    write_pairs(pairs, args.output)
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_train_dpo(args) -> int:
+    cfg = _load_config(args)
+    _set_threads(cfg)
+    import os
+
+    from .cli_verifiers import read_rows
+    from .evaluate import greedy_accuracy
+    from .models import load_policy
+    from .tiny.tasks import make_rows
+    from .trainers.dpo import train_dpo_ours, train_dpo_trl
+
+    model, tok = load_policy(cfg)
+    train_rows, test_rows = make_rows(cfg.tasks)
+    if args.pairs:
+        rows = read_rows(args.pairs)
+    else:
+        from .pairs import PairConfig
+
+        pairs, summary = _fresh_pairs(cfg, model, tok, train_rows[: cfg.dpo.sample_prompts],
+                                      cfg.dpo.samples_per_prompt, PairConfig())
+        print(f"pairs: {json.dumps(summary)}")
+        rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
+    if not rows:
+        print("train dpo: no pairs (no prompt had both a pass and a fail)", file=sys.stderr)
+        return 2
+    evals = test_rows[: cfg.dpo.eval_size]
+    acc0 = greedy_accuracy(model, tok, evals)
+    backend = args.backend or cfg.dpo.backend
+    if backend == "trl":
+        m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"))
+    else:
+        m = train_dpo_ours(cfg, model, tok, rows)
+    acc1 = greedy_accuracy(model, tok, evals)
+    model.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
+    tok.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
+    print(f"dpo ({backend}, {len(rows)} pairs): margin {m['rewards/margins']:+.4f}  pair accuracy "
+          f"{m['rewards/accuracies']:.3f}  held-out accuracy {acc0:.3f} -> {acc1:.3f}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     cfg = _load_config(args)
     from .demo import run_demo
@@ -189,6 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
     q = tsub.add_parser("grpo", help="GRPO under the math verifier on the configured tasks")
     _add_config_args(q)
     q.set_defaults(func=cmd_train_grpo)
+    q = tsub.add_parser("dpo", help="DPO on verified pairs (ours, or --backend trl)")
+    _add_config_args(q)
+    q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")
+    q.add_argument("--backend", choices=["ours", "trl"], help="overrides dpo.backend")
+    q.set_defaults(func=cmd_train_dpo)
+
+    p = sub.add_parser("pairs", help="sample and verify groups, write a preference dataset (chosen pass, rejected fail)")
+    _add_config_args(p)
+    p.add_argument("--dataset", help="prompt/answer rows (default: the embedded train split)")
+    p.add_argument("--limit", type=int, default=0, help="only the first N prompts (0 = all)")
+    p.add_argument("-n", "--n", type=int, default=8, help="samples per prompt")
+    p.add_argument("--strategy", default="all", choices=["all", "best_worst", "random_k"])
+    p.add_argument("--k", type=int, default=4, help="pairs per prompt for random_k")
+    p.add_argument("--length-tolerance", type=int, default=None, help="max |len(chosen) - len(rejected)|")
+    p.add_argument("--min-margin", type=float, default=0.0)
+    p.add_argument("--max-per-prompt", type=int, default=0)
+    p.add_argument("--no-dedup", action="store_true")
+    p.add_argument("--output", "-o", required=True)
+    p.set_defaults(func=cmd_pairs)
 
     p = sub.add_parser("demo", help="the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot")
     _add_config_args(p)

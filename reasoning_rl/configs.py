@@ -65,6 +65,20 @@ class GRPOConfig:
 
 
 @dataclass(frozen=True)
+class DPOConfig:
+    backend: str = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)", choices=("ours", "trl"))
+    beta: float = knob(0.1, "DPO temperature beta", min=0.0)
+    lr: float = knob(5e-5, "AdamW learning rate", min=0.0)
+    epochs: int = knob(1, "passes over the pairs", min=1)
+    batch_size: int = knob(32, "pairs per optimiser step", min=1)
+    grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
+    samples_per_prompt: int = knob(8, "G when pairs are sampled fresh from the model", min=2)
+    sample_prompts: int = knob(1000, "train prompts sampled for fresh pairs", min=1)
+    temperature: float = knob(1.0, "sampling temperature for fresh pairs", min=0.0)
+    eval_size: int = knob(400, "held-out prompts scored before and after", min=1)
+
+
+@dataclass(frozen=True)
 class Config:
     seed: int = knob(0, "seed for torch, python and numpy")
     output_dir: str = knob("runs/default", "where checkpoints, metrics and plots go")
@@ -73,3 +87,4 @@ class Config:
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
     grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training")
+    dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")

@@ -15,44 +15,47 @@ from typing import Sequence
 from .rollout import HFEngine, PromptRow, SamplingConfig
 
 
-def curate(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig, verifier: str = "math",
-           reference_col: str = "answer", ledger_path: str | None = None, batch_prompts: int = 64,
-           log=print) -> list[dict]:
+def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig,
+                    verifier: str = "math", reference_col: str = "answer", batch_prompts: int = 64,
+                    log=print) -> list:
+    """G samples per row from the model, each carrying its `verifier` verdict against the reference column."""
     import verifiers
-    from curricula import Ledger
+
+    from .types import Group
 
     for i, r in enumerate(rows):
         if reference_col not in r:
             raise ValueError(f"dataset row {i} has no {reference_col!r} column (columns: {sorted(r)})")
     engine = HFEngine(model, tokenizer)
-    ledger = Ledger(ledger_path) if ledger_path else None
     out = []
-    try:
-        for start in range(0, len(rows), batch_prompts):
-            chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
-            groups = engine.generate(chunk, n, sampling)
-            flat = [(g, s) for g in groups for s in g.samples]
-            verdicts = verifiers.verify_batch(verifier, [s.text for _, s in flat],
-                                              [g.task[reference_col] for g, _ in flat], timeout=10.0)
-            k = 0
-            verified = []
-            for g in groups:
-                samples = []
-                for s in g.samples:
-                    samples.append(s.with_verdicts({verifier: verdicts[k]}))
-                    k += 1
-                verified.append(type(g)(g.prompt_id, g.prompt, g.task, samples))
-            if ledger is not None:
-                ledger.update(verified, verifier, step=0)
-            for row, g in zip(rows[start:start + batch_prompts], verified):
-                scored = [o for o in g.outcomes(verifier) if o is not None]
-                out.append(dict(row, attempts=len(scored), passes=sum(scored),
-                                pass_rate=(sum(scored) / len(scored)) if scored else None,
-                                mixed=g.is_mixed(verifier), masked=len(g.samples) - len(scored)))
-            log(f"curate: {len(out)}/{len(rows)} prompts")
-    finally:
-        if ledger is not None:
-            ledger.close()
+    for start in range(0, len(rows), batch_prompts):
+        chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
+        groups = engine.generate(chunk, n, sampling)
+        flat = [(g, s) for g in groups for s in g.samples]
+        verdicts = verifiers.verify_batch(verifier, [s.text for _, s in flat],
+                                          [g.task[reference_col] for g, _ in flat], timeout=10.0)
+        it = iter(verdicts)
+        for g in groups:
+            out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts({verifier: next(it)}) for s in g.samples]))
+        log(f"sampled and verified {len(out)}/{len(rows)} prompts")
+    return out
+
+
+def curate(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig, verifier: str = "math",
+           reference_col: str = "answer", ledger_path: str | None = None, batch_prompts: int = 64,
+           log=print) -> list[dict]:
+    from curricula import Ledger
+
+    groups = sample_verified(model, tokenizer, rows, n, sampling, verifier, reference_col, batch_prompts, log)
+    if ledger_path:
+        with Ledger(ledger_path) as ledger:
+            ledger.update(groups, verifier, step=0)
+    out = []
+    for row, g in zip(rows, groups):
+        scored = [o for o in g.outcomes(verifier) if o is not None]
+        out.append(dict(row, attempts=len(scored), passes=sum(scored),
+                        pass_rate=(sum(scored) / len(scored)) if scored else None,
+                        mixed=g.is_mixed(verifier), masked=len(g.samples) - len(scored)))
     return out
 
 
