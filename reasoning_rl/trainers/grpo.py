@@ -50,10 +50,10 @@ def _tensors(groups, reward, tok, gcfg):
     from ..advantages import ADVANTAGES
     from ..logprobs import pad_completions, pad_prompts
 
-    R = torch.tensor([[reward.combine(s.verdicts) if reward.combine(s.verdicts) is not None else 0.0
-                       for s in g.samples] for g in groups], dtype=torch.float32)  # (B, G)
-    valid = torch.tensor([[reward.combine(s.verdicts) is not None and len(s.token_ids) > 0 for s in g.samples]
-                          for g in groups])  # (B, G): masked samples are out of every statistic
+    scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
+    R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
+    valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
+                          for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
     kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
     A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
     rows = []
