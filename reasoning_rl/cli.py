@@ -164,10 +164,16 @@ def cmd_pairs(args) -> int:
     from .pairs import write_pairs
     from .tiny.tasks import make_rows
 
-    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0]
-    rows = rows[: args.limit] if args.limit else rows
-    model, tok = load_policy(cfg)
-    pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, _pair_config(args))
+    if args.archive:
+        from .archive import read_archive
+        from .pairs import build_pairs
+
+        pairs, summary = build_pairs(read_archive(args.archive), "math", _pair_config(args), policy=args.archive)
+    else:
+        rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0]
+        rows = rows[: args.limit] if args.limit else rows
+        model, tok = load_policy(cfg)
+        pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, _pair_config(args))
     write_pairs(pairs, args.output)
     print(json.dumps(summary))
     return 0
@@ -210,6 +216,30 @@ def cmd_train_dpo(args) -> int:
     tok.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
     print(f"dpo ({backend}, {len(rows)} pairs): margin {m['rewards/margins']:+.4f}  pair accuracy "
           f"{m['rewards/accuracies']:.3f}  held-out accuracy {acc0:.3f} -> {acc1:.3f}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    cfg = _load_config(args)
+    _set_threads(cfg)
+    from .cli_verifiers import read_rows
+    from .curate import sample_verified
+    from .evaluate import evaluate_sampled, greedy_accuracy
+    from .models import load_policy
+    from .rollout import SamplingConfig
+    from .tiny.tasks import make_rows
+
+    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[1]
+    rows = rows[: args.limit] if args.limit else rows
+    model, tok = load_policy(cfg)
+    groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
+                                                                      max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),
+                             log=lambda *_: None)
+    ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.n)
+    res = evaluate_sampled(groups, "math", ks)
+    if not args.dataset:
+        res["greedy"] = greedy_accuracy(model, tok, rows)
+    print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, **{k: round(v, 4) for k, v in res.items()}}))
     return 0
 
 
@@ -274,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pairs", help="sample and verify groups, write a preference dataset (chosen pass, rejected fail)")
     _add_config_args(p)
+    p.add_argument("--archive", help="a training run's archive.jsonl (verified groups); no sampling then")
     p.add_argument("--dataset", help="prompt/answer rows (default: the embedded train split)")
     p.add_argument("--limit", type=int, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=int, default=8, help="samples per prompt")
@@ -285,6 +316,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-dedup", action="store_true")
     p.add_argument("--output", "-o", required=True)
     p.set_defaults(func=cmd_pairs)
+
+    p = sub.add_parser("eval", help="pass@1, pass@k (unbiased) and maj@k on held-out prompts")
+    _add_config_args(p)
+    p.add_argument("--dataset", help="prompt/answer rows (default: the embedded held-out split)")
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("-n", "--n", type=int, default=8, help="samples per prompt (k ranges over powers of two <= n)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("demo", help="the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot")
     _add_config_args(p)

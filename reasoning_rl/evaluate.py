@@ -37,3 +37,48 @@ def greedy_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int = 8)
     completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
     hits = sum(last_int(c) == str(r["answer"]).strip() for c, r in zip(completions, rows))
     return hits / len(rows)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k: need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    prob_all_fail = 1.0
+    for i in range(n - c + 1, n + 1):  # prod_{i} (1 - k / i), numerically stable
+        prob_all_fail *= 1.0 - k / i
+    return 1.0 - prob_all_fail
+
+
+def majority_correct(answers: list[str | None], passed: list[bool | None]) -> bool:
+    """maj@k: is the most common extracted answer (ties: the first to reach the top count) a passing one?"""
+    counts: dict[str, int] = {}
+    for a in answers:
+        if a is not None:
+            counts[a] = counts.get(a, 0) + 1
+    if not counts:
+        return False
+    top = max(counts.values())
+    winner = next(a for a in answers if a is not None and counts[a] == top)
+    return any(p for a, p in zip(answers, passed) if a == winner)
+
+
+def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...]) -> dict[str, float]:
+    """pass@1, pass@k (unbiased) and maj@k over verified groups; masked samples are left out."""
+    from verifiers.math_extract import extract_answer
+
+    out: dict[str, list[float]] = {}
+    for g in groups:
+        scored = [(s, s.outcome(outcome)) for s in g.samples if s.outcome(outcome) is not None]
+        n, c = len(scored), sum(o for _, o in scored)
+        if n == 0:
+            continue
+        out.setdefault("pass@1", []).append(c / n)
+        for k in ks:
+            if k <= n:
+                out.setdefault(f"pass@{k}", []).append(pass_at_k(n, c, k))
+                head = scored[:k]
+                out.setdefault(f"maj@{k}", []).append(float(majority_correct(
+                    [extract_answer(s.text)[0] for s, _ in head], [o for _, o in head])))
+    return {k: sum(v) / len(v) for k, v in out.items()}

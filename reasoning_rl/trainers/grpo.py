@@ -9,7 +9,8 @@ One round (a "step"):
      samples (TIMEOUT/ERROR/ABSTAIN) are left out of the loss entirely;
   4. `num_iterations` epochs of minibatch updates on the PPO-clip objective with eps_low/eps_high,
      token aggregation by `loss_type`, optional k3 KL to a frozen reference;
-  5. metrics to JSONL (and the caller's hooks), held-out greedy accuracy every `eval_every` steps.
+  5. metrics to JSONL (and the caller's hooks), held-out greedy accuracy every `eval_every` steps;
+     every verified sample to the rollout archive (archive.jsonl) for re-verification and pairs.
 
 Not here (yet): PPO with a critic, checkpoints with optimiser/RNG state and --resume,
 TensorBoard, process-supervision advantages, multi-process training.
@@ -79,6 +80,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     import verifiers
     from curricula import Ledger, apply_filters, fill_batch, group_stats, make_sampler
 
+    from ..archive import write_groups
     from ..evaluate import greedy_accuracy
     from ..logprobs import token_logprobs
     from ..losses import GRPO_LOSS_AGGREGATION, ppo_clip
@@ -109,6 +111,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     evals = test_rows[: g.eval_size]
     history: list[dict] = []
     metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
+    archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
+    open(archive_path, "w").close()
     acc = greedy_accuracy(model, tok, evals)
     log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
     with open(metrics_path, "w") as mf:
@@ -133,6 +137,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
                                        g.max_refill_rounds if g.filter_mixed else 0)
             ledger.update(generated_all, "math", step, retire_after=g.retire_after or None)
+            with open(archive_path, "a", encoding="utf-8") as af:
+                write_groups(af, generated_all, step)
             m = {"step": step, **group_stats(generated_all, "math", reward=lambda s: reward.combine(s.verdicts)),
                  **refill.metrics()}
             scores = [reward.combine(s.verdicts) for grp in generated_all for s in grp.samples]

@@ -1,0 +1,47 @@
+"""The rollout archive: every verified sample of a run, one JSON line each, for re-verification and pairing.
+
+A line holds the step, prompt id, prompt, task (reference answer etc.), the sample's index in
+its group, text, token count, finish reason, and every verdict (status, score, detail).
+`read_archive` rebuilds the `Group`s (one per step and prompt), so `reasoning-rl pairs --archive`
+can build preference pairs from a finished training run. Standard library only.
+"""
+from __future__ import annotations
+
+import json
+from typing import Iterable, TextIO
+
+from .types import Group, Sample, Status, Verdict
+
+
+def write_groups(f: TextIO, groups: Iterable[Group], step: int) -> int:
+    n = 0
+    for g in groups:
+        for i, s in enumerate(g.samples):
+            f.write(json.dumps({
+                "step": step, "prompt_id": g.prompt_id, "prompt": g.prompt, "task": dict(g.task), "index": i,
+                "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
+                "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
+                             for k, v in s.verdicts.items()}}, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_archive(path: str) -> list[Group]:
+    """Groups keyed by (step, prompt_id), samples in their original order."""
+    groups: dict[tuple[int, str], dict] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                key = (int(r["step"]), str(r["prompt_id"]))
+                verdicts = {k: Verdict(Status(v["status"]), v["score"], v.get("detail", ""))
+                            for k, v in r["verdicts"].items()}
+                sample = Sample(r["text"], finish_reason=r.get("finish_reason", "stop"), verdicts=verdicts)
+            except (KeyError, ValueError, TypeError) as e:
+                raise ValueError(f"{path}:{lineno}: not a rollout-archive line ({type(e).__name__}: {e})") from None
+            entry = groups.setdefault(key, {"prompt": r["prompt"], "task": r.get("task", {}), "samples": {}})
+            entry["samples"][int(r.get("index", len(entry["samples"])))] = sample
+    return [Group(pid, e["prompt"], e["task"], [e["samples"][i] for i in sorted(e["samples"])])
+            for (step, pid), e in sorted(groups.items())]

@@ -1,0 +1,78 @@
+"""pass@k against brute-force enumeration, maj@k, and the rollout archive round trip."""
+import itertools
+import json
+import subprocess
+from math import comb
+
+import pytest
+
+from reasoning_rl.archive import read_archive, write_groups
+from reasoning_rl.evaluate import evaluate_sampled, majority_correct, pass_at_k
+from reasoning_rl.types import Group, Sample, Status, Verdict
+
+from .conftest import PY, run_env
+
+
+@pytest.mark.parametrize("n,c,k", [(5, 0, 1), (5, 2, 1), (5, 2, 2), (5, 2, 3), (6, 1, 6), (8, 3, 4), (10, 7, 5)])
+def test_pass_at_k_equals_enumeration(n, c, k):
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    brute = sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
+    assert pass_at_k(n, c, k) == pytest.approx(brute)
+    assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k))
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_majority_vote():
+    assert majority_correct(["4", "5", "4", None], [True, False, True, None]) is True
+    assert majority_correct(["5", "5", "4"], [False, False, True]) is False
+    assert majority_correct([None, None], [None, None]) is False
+
+
+def _group(pid, statuses, texts):
+    vs = {"c": Verdict.correct(), "i": Verdict.incorrect(), "t": Verdict.masked_as(Status.TIMEOUT)}
+    return Group(pid, f"{pid}=", {"answer": "4"}, [Sample(t, verdicts={"math": vs[s]}) for s, t in zip(statuses, texts)])
+
+
+def test_evaluate_sampled_leaves_masked_samples_out():
+    res = evaluate_sampled([_group("a", "cit", ["4", "5", "4"]), _group("b", "ii", ["1", "2"])], "math", (1, 2))
+    assert res["pass@1"] == pytest.approx((0.5 + 0.0) / 2)  # the timeout is not an attempt
+    assert res["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
+
+
+def test_archive_round_trip(tmp_path):
+    groups = [_group("a", "cit", ["4", "5", "x"]), _group("b", "ci", ["4", "3"])]
+    path = tmp_path / "archive.jsonl"
+    with open(path, "w") as f:
+        assert write_groups(f, groups, step=3) == 5
+    back = read_archive(str(path))
+    assert [g.prompt_id for g in back] == ["a", "b"]
+    assert [[s.verdicts["math"].status for s in g.samples] for g in back] == \
+        [[s.verdicts["math"].status for s in g.samples] for g in groups]
+    assert back[0].samples[2].verdicts["math"].score is None and back[0].task == {"answer": "4"}
+    path.write_text('{"step": 1}\n')
+    with pytest.raises(ValueError, match="archive.jsonl:1"):
+        read_archive(str(path))
+
+
+@pytest.mark.timeout(600)
+def test_cli_pairs_from_a_training_archive_and_eval(tmp_path):
+    env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
+    common = ["--set", "sft.steps=30", "--set", "sft.eval_size=10"]
+    r = subprocess.run([PY, "-m", "reasoning_rl", "train", "grpo", *common, "--set", f"output_dir={tmp_path / 'run'}",
+                        "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=8", "--set", "grpo.eval_size=20",
+                        "--set", "grpo.filter_mixed=false"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    archive = tmp_path / "run" / "archive.jsonl"
+    assert len(archive.read_text().splitlines()) == 2 * 8 * 8  # every verified sample of both steps
+    r = subprocess.run([PY, "-m", "reasoning_rl", "pairs", *common, "--archive", str(archive), "-o",
+                        str(tmp_path / "pairs")], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["prompts"] == 16 and summary["pairs"] == len((tmp_path / "pairs" / "pairs.jsonl").read_text().splitlines())
+    r = subprocess.run([PY, "-m", "reasoning_rl", "eval", *common, "--limit", "10", "-n", "4"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert 0 <= res["pass@1"] <= res["pass@2"] <= res["pass@4"] <= 1 and "maj@4" in res and "greedy" in res
