@@ -130,7 +130,7 @@ def cmd_train_grpo(args) -> int:
     cfg = _load_config(args)
     from .trainers.grpo import train_grpo
 
-    history, _, _ = train_grpo(cfg)
+    history, _, _ = train_grpo(cfg, resume=args.resume)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
     return 0
@@ -295,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True)
     q = tsub.add_parser("grpo", help="GRPO under the math verifier on the configured tasks")
     _add_config_args(q)
+    q.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint (same trajectory)")
     q.set_defaults(func=cmd_train_grpo)
     q = tsub.add_parser("dpo", help="DPO on verified pairs (ours, or --backend trl)")
     _add_config_args(q)

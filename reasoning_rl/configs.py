@@ -62,6 +62,7 @@ class GRPOConfig:
     eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
     eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
+    checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
 
 
 @dataclass(frozen=True)

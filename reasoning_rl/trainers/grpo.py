@@ -12,8 +12,11 @@ One round (a "step"):
   5. metrics to JSONL (and the caller's hooks), held-out greedy accuracy every `eval_every` steps;
      every verified sample to the rollout archive (archive.jsonl) for re-verification and pairs.
 
-Not here (yet): PPO with a critic, checkpoints with optimiser/RNG state and --resume,
-TensorBoard, process-supervision advantages, multi-process training.
+Checkpoints (`checkpoint_every`) hold everything a killed run needs to continue the same
+trajectory with `resume=True` (see checkpoint.py).
+
+Not here (yet): PPO with a critic, TensorBoard, process-supervision advantages, multi-process
+training.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import time
 from typing import Callable
 
 from ..configs import Config
+from . import checkpoint
 
 
 def _attach(groups, reward, pool):
@@ -73,8 +77,11 @@ def _tensors(groups, reward, tok, gcfg):
     return p_ids, p_mask, c_ids, c_mask, old, torch.tensor([r[3] for r in rows])
 
 
-def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None):
-    """Run GRPO as configured. Returns (history, model, tokenizer): history is one metrics dict per step."""
+def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
+               resume: bool = False):
+    """Run GRPO as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
+
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
     import torch
 
     import verifiers
@@ -101,7 +108,10 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     terms = [verifiers.Term("math", 1.0), verifiers.Term("think_answer", g.format_weight)]
     reward = verifiers.Reward(tuple(terms), outcome="math")
     pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
-    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite"))
+    ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
+    if resume:
+        checkpoint.restore_ledger(cfg.output_dir, ledger_path)
+    ledger = Ledger(ledger_path)
     sampler = make_sampler(g.sampler, list(by_id), G=g.group_size, seed=cfg.seed, ledger=ledger)
     sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
     opt = torch.optim.AdamW(model.parameters(), lr=g.lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -112,11 +122,17 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     history: list[dict] = []
     metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
     archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
-    open(archive_path, "w").close()
-    acc = greedy_accuracy(model, tok, evals)
-    log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
-    with open(metrics_path, "w") as mf:
-        mf.write(json.dumps({"step": 0, "eval/accuracy": acc}) + "\n")
+    rngs = {"sampler": sampler.rng, "shuffle": rng}
+    start = 1
+    if resume:
+        start = checkpoint.load(cfg.output_dir, model, opt, sched, rngs, (metrics_path, archive_path)) + 1
+        log(f"resumed from {os.path.join(cfg.output_dir, checkpoint.NAME)} at step {start - 1}")
+    else:
+        open(archive_path, "w").close()
+        acc = greedy_accuracy(model, tok, evals)
+        log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
+        with open(metrics_path, "w") as mf:
+            mf.write(json.dumps({"step": 0, "eval/accuracy": acc}) + "\n")
     generated_all = []
 
     def generate(prompt_ids):
@@ -130,7 +146,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         return groups
 
     try:
-        for step in range(1, g.steps + 1):
+        for step in range(start, g.steps + 1):
             timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
             generated_all.clear()
             keep = (lambda grp: bool(apply_filters([grp], "math", ["mixed"])[0])) if g.filter_mixed else (lambda _: True)
@@ -200,6 +216,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                 f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {timing['rollout']:.2f}s "
                 f"verify {timing['verify']:.2f}s update {timing['update']:.2f}s"
                 + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
+            if g.checkpoint_every and step % g.checkpoint_every == 0:
+                checkpoint.save(cfg.output_dir, step, model, opt, sched, rngs, ledger.conn, (metrics_path, archive_path))
     finally:
         pool.close()
         ledger.close()

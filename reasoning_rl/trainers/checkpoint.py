@@ -1,0 +1,84 @@
+"""Checkpoints that let a killed run continue the same trajectory.
+
+A checkpoint holds the model, optimiser and scheduler states, every RNG the loop draws from
+(torch's global generator, which `generate` samples with, and the Python generators of the
+sampler and the minibatch shuffle), the step, a consistent copy of the curriculum ledger
+(SQLite backup API), and how many lines metrics.jsonl and archive.jsonl had, so a resumed
+run truncates what the killed run wrote after it. Written to a temporary directory and
+renamed into place, so a kill mid-save leaves the previous checkpoint intact.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+
+NAME = "checkpoint"
+
+
+def _lines(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqlite3.Connection,
+         logs: tuple[str, ...]) -> str:
+    import torch
+
+    final = os.path.join(output_dir, NAME)
+    tmp = f"{final}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
+                "log_lines": {os.path.basename(p): _lines(p) for p in logs}}, os.path.join(tmp, "state.pt"))
+    dst = sqlite3.connect(os.path.join(tmp, "ledger.sqlite"))
+    try:
+        ledger_conn.backup(dst)
+    finally:
+        dst.close()
+    old = f"{final}.old-{os.getpid()}"
+    if os.path.exists(final):
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def restore_ledger(output_dir: str, ledger_path: str) -> None:
+    """Put the checkpoint's ledger in place (before the run opens it)."""
+    src = os.path.join(output_dir, NAME, "ledger.sqlite")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(ledger_path + suffix):
+            os.remove(ledger_path + suffix)
+    shutil.copyfile(src, ledger_path)
+
+
+def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...]) -> int:
+    """Restore states and truncate the logs; returns the checkpoint's step."""
+    import torch
+
+    path = os.path.join(output_dir, NAME, "state.pt")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
+    state = torch.load(path, weights_only=False)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    sched.load_state_dict(state["sched"])
+    torch.set_rng_state(state["torch_rng"])
+    for k, r in rngs.items():
+        r.setstate(state["py_rngs"][k])
+    for p in logs:
+        keep = state["log_lines"].get(os.path.basename(p), 0)
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                lines = f.readlines()[:keep]
+            with open(p, "wb") as f:
+                f.writelines(lines)
+    return int(state["step"])
+
+
+def exists(output_dir: str) -> bool:
+    return os.path.exists(os.path.join(output_dir, NAME, "state.pt"))
