@@ -27,6 +27,15 @@ def _load_config(args):
     return config.load(Config, args.config, args.overrides)
 
 
+def _prompt_rows(args, cfg, split: str) -> list[dict]:
+    """Rows from --dataset, else the embedded tasks' `split` ("train" or "test"); the first --limit of them."""
+    from .cli_verifiers import read_rows
+    from .tiny.tasks import make_rows
+
+    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0 if split == "train" else 1]
+    return rows[: args.limit] if args.limit else rows
+
+
 def _set_threads(cfg) -> None:
     import torch
 
@@ -101,17 +110,11 @@ def cmd_sft(args) -> int:
 def cmd_curate(args) -> int:
     cfg = _load_config(args)
     _set_threads(cfg)
-    from .cli_verifiers import read_rows
     from .curate import curate, write_rows
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .tiny.tasks import make_rows
 
-    if args.dataset:
-        rows = read_rows(args.dataset)
-    else:
-        rows = make_rows(cfg.tasks)[0 if args.split == "train" else 1]
-    rows = rows[: args.limit] if args.limit else rows
+    rows = _prompt_rows(args, cfg, args.split)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens, seed=cfg.seed)
     out = curate(model, tok, rows, args.n, sampling, verifier=args.verifier, reference_col=args.reference_col,
@@ -159,10 +162,8 @@ def _pair_config(args):
 def cmd_pairs(args) -> int:
     cfg = _load_config(args)
     _set_threads(cfg)
-    from .cli_verifiers import read_rows
     from .models import load_policy
     from .pairs import write_pairs
-    from .tiny.tasks import make_rows
 
     if args.archive:
         from .archive import read_archive
@@ -170,8 +171,7 @@ def cmd_pairs(args) -> int:
 
         pairs, summary = build_pairs(read_archive(args.archive), "math", _pair_config(args), policy=args.archive)
     else:
-        rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0]
-        rows = rows[: args.limit] if args.limit else rows
+        rows = _prompt_rows(args, cfg, "train")
         model, tok = load_policy(cfg)
         pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, _pair_config(args))
     write_pairs(pairs, args.output)
@@ -222,15 +222,12 @@ def cmd_train_dpo(args) -> int:
 def cmd_eval(args) -> int:
     cfg = _load_config(args)
     _set_threads(cfg)
-    from .cli_verifiers import read_rows
     from .curate import sample_verified
     from .evaluate import evaluate_sampled, greedy_accuracy
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .tiny.tasks import make_rows
 
-    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[1]
-    rows = rows[: args.limit] if args.limit else rows
+    rows = _prompt_rows(args, cfg, "test")
     model, tok = load_policy(cfg)
     groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
                                                                       max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),

@@ -135,6 +135,9 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             mf.write(json.dumps({"step": 0, "eval/accuracy": acc}) + "\n")
     generated_all = []
 
+    def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
+        return not g.filter_mixed or bool(apply_filters([grp], "math", ["mixed"])[0])
+
     def generate(prompt_ids):
         t0 = time.perf_counter()
         groups = engine.generate([dict(by_id[p], prompt_id=p) for p in prompt_ids], g.group_size, sampling)
@@ -149,7 +152,6 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         for step in range(start, g.steps + 1):
             timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
             generated_all.clear()
-            keep = (lambda grp: bool(apply_filters([grp], "math", ["mixed"])[0])) if g.filter_mixed else (lambda _: True)
             batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
                                        g.max_refill_rounds if g.filter_mixed else 0)
             ledger.update(generated_all, "math", step, retire_after=g.retire_after or None)
