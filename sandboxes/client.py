@@ -1,0 +1,265 @@
+"""`Sandbox`: the caller's handle on one zygote (one run at a time), and `Session` for calls.
+
+    sb = Sandbox()                       # starts the zygote, probes isolation, may refuse
+    r = sb.run("print(input()[::-1])", stdin="abc\\n", limits={"wall_s": 2})
+    with sb.serve("def f(x): return 2 * x") as s:
+        s.call("f", 21)                  # CallResult(ok=True, value=42, error=None)
+
+The zygote is a fresh `python -I -S` exec'd from a clean environment (never a fork of the
+caller, which may hold expected outputs). A zygote that stops answering is killed and
+restarted; what that run did is reported as `SandboxError`, never as a program result.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, fields
+from typing import Any
+
+from . import _wire, plain
+from .limits import IsolationError, Limits, RunResult, SandboxError
+
+ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
+ALLOW_WEAK_ENV = "REASONING_RL_ALLOW_WEAK_SANDBOX"
+MARGIN_S = 30.0  # how long past its wall limit a zygote may take to answer before it is presumed dead
+
+
+def base_python() -> str:
+    """The base interpreter (not a virtual environment's): candidates get the standard library only."""
+    for name in (f"python{sys.version_info[0]}.{sys.version_info[1]}", "python3"):
+        path = os.path.join(sys.base_exec_prefix, "bin", name)
+        if os.access(path, os.X_OK):
+            return path
+    return sys.executable
+
+
+@dataclass(frozen=True)
+class CallResult:
+    ok: bool
+    value: Any = None
+    error: str | None = None
+
+
+class RunEnded(SandboxError):
+    """A call was made on a session whose program has already ended (crash, exit or limit)."""
+
+
+class Sandbox:
+    """One zygote. Thread-safe (runs are serialised); use `SandboxPool` for concurrency.
+
+    allow_weak: run even when full isolation is unavailable (also: env REASONING_RL_ALLOW_WEAK_SANDBOX=1).
+    """
+
+    def __init__(self, limits: Limits | dict | None = None, allow_weak: bool | None = None) -> None:
+        self.limits = Limits.of(limits)
+        self.allow_weak = allow_weak if allow_weak is not None else os.environ.get(ALLOW_WEAK_ENV) == "1"
+        self._lock = threading.RLock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self.report: dict | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> dict:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return self.report
+            ours, theirs = socket.socketpair()
+            env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+            try:
+                self._proc = subprocess.Popen([base_python(), "-I", "-S", "-B", ZYGOTE, str(theirs.fileno())],
+                                              pass_fds=(theirs.fileno(),), env=env, cwd="/",
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            finally:
+                theirs.close()
+            self._sock = ours
+            ours.settimeout(60)
+            try:
+                hello = _wire.recv_frame(ours)
+            except (OSError, _wire.WireError) as e:
+                self.close()
+                raise SandboxError(f"sandbox zygote did not start: {e}") from None
+            self.report = hello["isolation"]
+            if self.report["level"] != "full" and not self.allow_weak:
+                report = self.report
+                self.close()
+                raise IsolationError(
+                    f"full isolation is unavailable here ({'; '.join(report['problems'])}); refusing to run "
+                    f"untrusted code at level {report['level']!r}. Pass allow_weak=True or set {ALLOW_WEAK_ENV}=1 "
+                    f"to accept it.")
+            return self.report
+
+    @property
+    def isolation(self) -> str:
+        return (self.report or self.start())["level"]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                self._proc = None
+
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing useful to do
+            pass
+
+    # -- runs ------------------------------------------------------------------------------
+    def _send(self, msg: dict) -> None:
+        try:
+            _wire.send_frame(self._sock, msg)
+        except OSError as e:
+            self._fail(f"could not talk to the sandbox zygote: {e}")
+
+    def _recv(self, timeout: float) -> dict:
+        self._sock.settimeout(timeout)
+        try:
+            return _wire.recv_frame(self._sock)
+        except (OSError, _wire.WireError) as e:
+            self._fail(f"sandbox zygote stopped answering: {e}")
+
+    def _fail(self, why: str):
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        self.close()  # the next run starts a fresh zygote
+        raise SandboxError(why)
+
+    def _begin(self, code: str, stdin: str, limits, mode: str) -> Limits:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, got {type(code).__name__}")
+        if not isinstance(stdin, str):
+            raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
+        lim = Limits.of(limits) if limits is not None else self.limits
+        self.start()
+        self._send({"op": "run", "mode": mode, "code": code, "stdin": stdin, "limits": lim.to_dict()})
+        return lim
+
+    @staticmethod
+    def _result(msg: dict) -> RunResult:
+        if msg.get("op") != "result":
+            raise SandboxError(f"sandbox protocol: expected a result, got {str(msg)[:200]!r}")
+        if msg.get("error"):
+            raise SandboxError(msg["error"])
+        return RunResult(**{f.name: msg[f.name] for f in fields(RunResult)})
+
+    def run(self, code: str, stdin: str = "", limits: Limits | dict | None = None) -> RunResult:
+        """Run `code` as `python solution.py` with `stdin`; return what happened."""
+        with self._lock:
+            lim = self._begin(code, stdin, limits, "main")
+            return self._result(self._recv(lim.wall_s + MARGIN_S))
+
+    def serve(self, code: str, limits: Limits | dict | None = None) -> "Session":
+        """Load `code` as module `solution` in a sandbox and keep it running to answer calls."""
+        self._lock.acquire()  # held until the session's run has ended (Session releases it)
+        started = False
+        try:
+            session = Session(self, self._begin(code, "", limits, "serve"))
+            started = True
+            return session
+        finally:
+            if not started:
+                self._lock.release()
+
+
+class Session:
+    """A program loaded in a sandbox, answering calls until `close()` (or its limits) end it."""
+
+    def __init__(self, sandbox: Sandbox, limits: Limits) -> None:
+        self._sb, self.limits, self._next_id = sandbox, limits, 0
+        self.result: RunResult | None = None
+        self.names: dict = {}
+        self.load_error: str | None = None
+        self._broken = False
+        msg = self._read()
+        if msg is not None:
+            data = msg.get("data")
+            if isinstance(data, dict) and data.get("loaded") is True and isinstance(data.get("names"), dict):
+                self.names = data["names"]
+            else:
+                self.load_error = str(data.get("error") if isinstance(data, dict) else data)[:2000]
+
+    @property
+    def loaded(self) -> bool:
+        return self.result is None and self.load_error is None
+
+    def _read(self) -> dict | None:
+        """The next reply, or None once the run has ended (its result is then in `self.result`)."""
+        if self.result is not None:
+            return None
+        if self._broken:
+            raise SandboxError("this session's sandbox failed earlier")
+        try:
+            msg = self._sb._recv(self.limits.wall_s + MARGIN_S)
+            if msg.get("op") == "reply":
+                return msg
+            self.result = self._sb._result(msg)
+        except SandboxError:
+            self._broken = True
+            self._sb._lock.release()
+            raise
+        self._sb._lock.release()
+        return None
+
+    def _send(self, msg: dict) -> None:
+        try:
+            self._sb._send(msg)
+        except SandboxError:
+            self._broken = True
+            self._sb._lock.release()
+            raise
+
+    def call(self, fn: str, *args: Any, **kwargs: Any) -> CallResult:
+        """Call `fn(*args, **kwargs)` inside the sandbox; the value comes back as fresh plain data."""
+        if self.result is not None:
+            raise RunEnded(f"the program ended ({self.result.describe()}) before calling {fn}()")
+        if self._broken:
+            raise SandboxError("this session's sandbox failed earlier")
+        self._next_id += 1
+        call_id = self._next_id
+        self._send({"op": "call", "call": {"id": call_id, "fn": fn, "args": plain.encode(list(args)),
+                                                "kwargs": plain.encode(dict(kwargs))}})
+        while True:
+            msg = self._read()
+            if msg is None:
+                raise RunEnded(f"the program ended ({self.result.describe()}) during {fn}()")
+            data = msg.get("data")
+            if not isinstance(data, dict) or data.get("id") != call_id:
+                continue  # unsolicited or malformed frames from the program are ignored
+            if "ok" in data:
+                try:
+                    return CallResult(True, plain.decode(data["ok"]))
+                except plain.PlainDataError as e:
+                    return CallResult(False, error=f"malformed result: {e}")
+            return CallResult(False, error=str(data.get("error"))[:2000])
+
+    def close(self) -> RunResult:
+        """End the program (EOF on its request channel) and return how the run went."""
+        if self.result is None and not self._broken:
+            self._send({"op": "end"})
+            while self._read() is not None:
+                pass
+        return self.result
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
