@@ -55,11 +55,25 @@ def _put(path: str, value) -> None:
         f.write(str(value))
 
 
+def _own_cgroups() -> dict:
+    """This process's cgroup-v1 path per controller: runs nest under it, so limits set on the
+    caller's group (a CI job, a test's safety net) bind every run too."""
+    own = {}
+    for line in _read("/proc/self/cgroup").splitlines():
+        _, names, path = line.split(":", 2)
+        for c in names.split(","):
+            own[c] = path
+    return {c: os.path.join(CGROOT, c, own.get(c, "/").lstrip("/"), GROUP) for c in CONTROLLERS}
+
+
+BASES = _own_cgroups()
+
+
 class Cgroup:
     """One run's cgroup-v1 groups: memory (+swap) and process-count limits, CPU accounting."""
 
     def __init__(self, name: str) -> None:
-        self.paths = {c: os.path.join(CGROOT, c, GROUP, name) for c in CONTROLLERS}
+        self.paths = {c: os.path.join(BASES[c], name) for c in CONTROLLERS}
 
     def create(self, memory_bytes: int, processes: int) -> None:
         for path in self.paths.values():
@@ -120,7 +134,7 @@ def detect() -> dict:
     """What this machine allows, probed for real (a full isolated child is forked and checked)."""
     report = {"root": os.geteuid() == 0, "cgroup": {}, "namespaces": False, "problems": []}
     for c in CONTROLLERS:
-        path = os.path.join(CGROOT, c)
+        path = os.path.dirname(BASES[c])
         ok = os.path.isdir(path) and os.access(path, os.W_OK)
         report["cgroup"][c] = ok
         if not ok:
@@ -305,7 +319,7 @@ def supervise(sock: int, req: dict, level: str, name: str) -> dict:
             if cg.cpu_s() > lim["cpu_s"]:
                 killed = "cpu"
                 break
-        rlist = [s.fd for s in (out, err, resp, ready) if s.open] + [pidfd] + ([sock] if serve else [])
+        rlist = [s.fd for s in (out, err, resp, ready) if s.open] + [pidfd, sock]  # sock: calls, or EOF
         wlist = [req_w] if req_w is not None and pending else []
         r, w, _ = select.select(rlist, wlist, [], max(0.0, min(deadline, next_cpu_check) - now))
         for s in (out, err, resp, ready):
@@ -335,6 +349,9 @@ def supervise(sock: int, req: dict, level: str, name: str) -> dict:
                 msg = _wire.read_frame(sock)
             except _wire.WireError:
                 client_gone, killed = True, "client"
+                break
+            if not serve:
+                killed = "client"  # nothing is expected from the client during a plain run
                 break
             if msg.get("op") == "call" and req_w is not None and not closing:
                 pending += _wire.encode(msg["call"])

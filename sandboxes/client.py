@@ -197,6 +197,11 @@ class Session:
                 self.load_error = str(data.get("error") if isinstance(data, dict) else data)[:2000]
 
     @property
+    def broken(self) -> bool:
+        """The sandbox itself failed during this session (calls raised SandboxError)."""
+        return self._broken
+
+    @property
     def loaded(self) -> bool:
         return self.result is None and self.load_error is None
 

@@ -66,6 +66,11 @@ class Verifier:
             raise ValueError(f"verify_batch: {len(completions)} completions but {len(references)} references")
         return [self.verify(c, r, **options) for c, r in zip(completions, references)]
 
+    def time_budget(self, reference: Any, **options: Any) -> float | None:
+        """Seconds the runtime should allow this call (None: `spec.default_timeout`). Verifiers whose
+        cost depends on the reference (e.g. `code`: one sandbox run per test case) override it."""
+        return None
+
     def config_key(self) -> str:
         """What, besides name and version, changes this verifier's verdicts (for the cache key)."""
         return ""

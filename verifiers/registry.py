@@ -35,11 +35,12 @@ _loaded = False
 
 
 def _builtins() -> list[Verifier]:
+    from .code import CodeVerifier
     from .exact import ExactMatch
     from .format import Boxed, Repetition, SoftLength, ThinkAnswer
     from .math_verifier import MathVerifier
 
-    return [ExactMatch(), MathVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
+    return [ExactMatch(), MathVerifier(), CodeVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
 
 
 def _instantiate(obj):

@@ -198,7 +198,8 @@ class VerifierPool:
     """Run verifier calls in `num_workers` processes with a wall-clock limit per call.
 
     num_workers: concurrent calls (default: the machine's cores).
-    timeout:     seconds per call; None = each verifier's `spec.default_timeout`.
+    timeout:     seconds per call; None = the verifier's `time_budget` for the call, else `spec.default_timeout`
+                 (a `timeout=` option on a call overrides both).
     memory_mb:   address-space cap per worker (0 = none).
     cache_size:  deterministic verdicts kept in memory (0 = no cache).
     """
@@ -272,9 +273,10 @@ class VerifierPool:
                     i = pending.pop()
                     c = calls[i]
                     v = objs[c.verifier]
-                    timeout = self.timeout or c.options.get("timeout") or v.spec.default_timeout
-                    blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
                     opts = {k: val for k, val in c.options.items() if k != "timeout"}
+                    timeout = c.options.get("timeout") or self._budget(v, c.reference, opts) \
+                        or self.timeout or v.spec.default_timeout
+                    blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
                     try:
                         w.conn.send((blob, c.completion, c.reference, opts))
                     except (OSError, ValueError, pickle.PicklingError, TypeError) as e:
@@ -319,6 +321,13 @@ class VerifierPool:
         return results  # type: ignore[return-value]
 
     # -- helpers -----------------------------------------------------------------
+    @staticmethod
+    def _budget(v: Verifier, reference: Any, options: dict) -> float | None:
+        try:
+            return v.time_budget(reference, **options)
+        except (TypeError, ValueError):
+            return None  # a malformed reference: the verifier itself will say so (ABSTAIN)
+
     def _pickle(self, v: Verifier) -> bytes | None:
         try:
             from .registry import distribution

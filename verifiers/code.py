@@ -1,0 +1,308 @@
+"""`code`: run the model's Python program in the sandbox against tests; score = fraction passed.
+
+    verifiers.verify("code", completion=program_text, reference=tests, limits={"wall_s": 5})
+
+`tests` is one of the four kinds in `code_tests.py` (stdio, call, assert, unittest).
+`limits` is a `sandboxes.Limits` or a dict of its fields (wall_s, cpu_s, memory_mb,
+output_bytes, file_size_mb, disk_mb, processes, open_files); the limits bind each run.
+
+The verdict is decided here, outside the candidate, never inside its process:
+  * stdio: each case is a fresh run; stdout is compared here (trailing whitespace of each
+    line and trailing blank lines ignored). A pass also needs exit status 0 and no limit hit.
+  * call / assert / unittest: the program is loaded once in a sandboxed session and every
+    value it returns crosses back as fresh plain data (`sandboxes.plain`); the comparisons,
+    the `check(candidate)` function and the TestCases run here, in this process, against
+    proxies that forward each call. Expected values never enter the sandbox, so printing
+    "OK", exiting 0 early, `atexit` hooks, a forged `__eq__`, patching `unittest` or reading
+    frames/gc/files/`/proc` cannot produce a pass. A test that is not run, is skipped, or
+    runs into a dead program fails.
+
+Statuses: all tests passed -> CORRECT (1.0); otherwise INCORRECT with the fraction passed,
+and a limit hit is named in `detail` ("wall limit exceeded"); no program -> UNPARSEABLE
+(0.0); a malformed test spec -> ABSTAIN (masked); a sandbox failure -> ERROR (masked: never
+a 0). Test code (the dataset's, trusted) runs in the verifier's worker process.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import math
+import os
+import re
+import sys
+import threading
+import types
+import unittest
+from dataclasses import dataclass, field
+from typing import Any
+
+from reasoning_rl.types import Status, Verdict
+from sandboxes import Limits, RunEnded, Sandbox, SandboxError
+
+from .base import Verifier, VerifierSpec
+from .code_tests import TestSpecError, Tests, parse_tests
+
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.S)
+_SANDBOXES: dict[int, Sandbox] = {}
+_LOCK = threading.Lock()
+_MODULE_LOCK = threading.Lock()
+
+
+def extract_program(text: str) -> str:
+    """The program in a completion: the text itself if it compiles, else its last Python code block."""
+    try:
+        compile(text, "<completion>", "exec")
+        return text
+    except (SyntaxError, ValueError):
+        pass
+    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
+    for wanted in (("python", "py", "python3"), ("",)):
+        chosen = [body for lang, body in blocks if lang in wanted]
+        if chosen:
+            return chosen[-1]
+    return "" if blocks else text  # only non-Python blocks: no program; no blocks: let it fail in the sandbox
+
+
+def sandbox() -> Sandbox:
+    """This process's sandbox (one warm zygote per process, started on first use)."""
+    with _LOCK:
+        sb = _SANDBOXES.get(os.getpid())
+        if sb is None:
+            sb = _SANDBOXES[os.getpid()] = Sandbox()
+        return sb
+
+
+def normalise_stdout(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def same_value(got: Any, want: Any, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
+    """Plain-data equality as JSON sees it (tuples are lists), bool distinct from int, floats optionally close."""
+    if isinstance(got, bool) or isinstance(want, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
+        if (rel_tol or abs_tol) and (isinstance(got, float) or isinstance(want, float)):
+            return math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol)
+        return got == want
+    if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
+        return len(got) == len(want) and all(same_value(g, w, rel_tol, abs_tol) for g, w in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(same_value(got[k], want[k], rel_tol, abs_tol) for k in got)
+    return type(got) is type(want) and got == want
+
+
+class CandidateError(Exception):
+    """The candidate's function raised something that is not a builtin exception type."""
+
+
+def _raise_like(error: str) -> None:
+    name, _, message = error.partition(": ")
+    cls = getattr(builtins, name.strip(), None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        raise cls(message)
+    raise CandidateError(error)
+
+
+@dataclass
+class Tally:
+    passed: int = 0
+    total: int = 0
+    failures: list = field(default_factory=list)
+    limit: str | None = None
+    runs: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory_bytes: int = 0
+
+    def add_run(self, r) -> None:
+        self.runs += 1
+        self.wall_s += r.wall_s
+        self.cpu_s += r.cpu_s
+        self.peak_memory_bytes = max(self.peak_memory_bytes, r.peak_memory_bytes)
+        if r.limit and not self.limit:
+            self.limit = r.limit
+
+    def record(self, ok: bool, why: str = "") -> None:
+        self.total += 1
+        if ok:
+            self.passed += 1
+        elif len(self.failures) < 3:
+            self.failures.append(why[:300])
+
+
+def _run_stdio(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally) -> None:
+    for i, (stdin, expected) in enumerate(tests.cases):
+        if tally.limit in ("wall", "cpu"):  # a program that ran out of time once would again: save the budget
+            tally.record(False, f"case {i}: not run after an earlier {tally.limit} limit")
+            continue
+        r = sb.run(program, stdin, lim)
+        tally.add_run(r)
+        if not r.ok:
+            tally.record(False, f"case {i}: {r.describe()}")
+        elif normalise_stdout(r.stdout) != normalise_stdout(expected):
+            tally.record(False, f"case {i}: wrong output {r.stdout[:60]!r}")
+        else:
+            tally.record(True)
+
+
+def _proxies(session) -> dict:
+    """Callables that forward to the sandboxed program's functions; plain constants as values."""
+    out = {}
+    for name, info in session.names.items():
+        if info.get("callable"):
+            def proxy(*args, _name=name, **kwargs):
+                res = session.call(_name, *args, **kwargs)
+                if not res.ok:
+                    _raise_like(res.error)
+                return res.value
+            proxy.__name__ = proxy.__qualname__ = name
+            out[name] = proxy
+        else:
+            from sandboxes.plain import decode
+            out[name] = decode(info["value"])
+    return out
+
+
+@contextlib.contextmanager
+def _solution_module(names: dict):
+    mod = types.ModuleType("solution")
+    mod.__dict__.update(names)
+    with _MODULE_LOCK:
+        saved = sys.modules.get("solution")
+        sys.modules["solution"] = mod
+        try:
+            yield
+        finally:
+            if saved is None:
+                sys.modules.pop("solution", None)
+            else:
+                sys.modules["solution"] = saved
+
+
+class _CountingResult(unittest.TestResult):
+    def __init__(self) -> None:
+        super().__init__()
+        self.successes = 0
+
+    def addSuccess(self, test) -> None:
+        super().addSuccess(test)
+        self.successes += 1
+
+
+def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally) -> None:
+    session = sb.serve(program, lim)
+    try:
+        if not session.loaded:
+            why = session.load_error or (session.result.describe() if session.result else "did not load")
+            n = len(tests.cases) if tests.kind == "call" else 1
+            for _ in range(n):
+                tally.record(False, f"program did not load: {why}")
+            if tests.kind == "unittest":
+                tally.total = max(tally.total, _count_tests(tests.code))
+            return
+        if tests.kind == "call":
+            for i, (args, kwargs, expected) in enumerate(tests.cases):
+                try:
+                    res = session.call(tests.entry_point, *args, **kwargs)
+                except RunEnded as e:
+                    tally.record(False, f"case {i}: {e}")
+                    continue
+                if not res.ok:
+                    tally.record(False, f"case {i}: {res.error}")
+                elif not same_value(res.value, expected, tests.rel_tol, tests.abs_tol):
+                    tally.record(False, f"case {i}: returned {str(res.value)[:60]}")
+                else:
+                    tally.record(True)
+            return
+        names = _proxies(session)
+        ns = {"__name__": "tests", "__builtins__": builtins, "unittest": unittest, **names}
+        with _solution_module(names):
+            if tests.kind == "assert":
+                candidate = names.get(tests.entry_point)
+                if not callable(candidate):
+                    tally.record(False, f"the program defines no function {tests.entry_point!r}")
+                    return
+                try:
+                    exec(compile(tests.code, "<tests>", "exec"), ns)
+                    check = ns.get("check")
+                    if callable(check):
+                        check(candidate)
+                except AssertionError as e:
+                    tally.record(False, f"assertion failed {str(e)[:100]}".strip())
+                except SandboxError as e:
+                    if not isinstance(e, RunEnded):
+                        raise  # the sandbox failed, not the program: ERROR, never a failed test
+                    tally.record(False, str(e))
+                except Exception as e:  # the candidate's error (re-raised by its proxy) or a wrong-typed result
+                    tally.record(False, f"{type(e).__name__}: {e}")
+                else:
+                    tally.record(True)
+                return
+            exec(compile(tests.code, "<tests>", "exec"), ns)
+            suite = unittest.TestSuite()
+            loader = unittest.TestLoader()
+            for obj in list(ns.values()):
+                if isinstance(obj, type) and issubclass(obj, unittest.TestCase) and obj is not unittest.TestCase:
+                    suite.addTests(loader.loadTestsFromTestCase(obj))
+            result = _CountingResult()
+            suite.run(result)
+            if session.broken:
+                raise SandboxError("the sandbox failed during the unit tests")
+            problems = [f"{t.id().rsplit('.', 1)[-1]}: {tb.strip().splitlines()[-1]}" for t, tb in result.failures
+                        + result.errors] + [f"{t.id().rsplit('.', 1)[-1]}: skipped" for t, _ in result.skipped]
+            for _ in range(result.successes):
+                tally.record(True)
+            for i in range(suite.countTestCases() - result.successes):
+                tally.record(False, problems[i] if i < len(problems) else "not passed")
+    finally:
+        run = session.close()
+        if run is not None:
+            tally.add_run(run)
+
+
+def _count_tests(code: str) -> int:
+    return max(1, len(re.findall(r"^\s+def test\w*\s*\(", code, re.M)))
+
+
+class CodeVerifier(Verifier):
+    name = "code"
+    version = "1"
+    spec = VerifierSpec(needs=("tests",), output_range=(0.0, 1.0), deterministic=True, default_timeout=60.0,
+                        description="runs the program in the sandbox against stdio/call/assert/unittest tests; "
+                                    "score = fraction of tests passed")
+
+    def time_budget(self, reference: Any, limits: Any = None, **options: Any) -> float | None:
+        tests = parse_tests(reference)
+        return tests.runs * (Limits.of(limits).wall_s + 2.0) + 15.0
+
+    def verify(self, completion: str, reference: Any = None, limits: Any = None, **options: Any) -> Verdict:
+        if options:
+            raise ValueError(f"code verifier: unknown option {next(iter(options))!r}; valid: ['limits', 'timeout']")
+        lim = Limits.of(limits)
+        try:
+            tests = parse_tests(reference)
+        except TestSpecError as e:
+            return Verdict.masked_as(Status.ABSTAIN, str(e))
+        if not isinstance(completion, str):
+            raise TypeError(f"code verifier: completion must be a str, got {type(completion).__name__}")
+        program = extract_program(completion)
+        if not program.strip():
+            return Verdict.unparseable(detail="no Python program in the completion")
+        tally = Tally()
+        try:
+            (_run_stdio if tests.kind == "stdio" else _run_session)(sandbox(), program, tests, lim, tally)
+        except SandboxError as e:
+            return Verdict.masked_as(Status.ERROR, f"sandbox failure: {e}")
+        metrics = {"tests_passed": tally.passed, "tests_total": tally.total, "sandbox_runs": tally.runs,
+                   "sandbox_wall_s": tally.wall_s, "sandbox_cpu_s": tally.cpu_s,
+                   "peak_memory_mb": tally.peak_memory_bytes / 2**20}
+        if tally.total == 0:
+            return Verdict.masked_as(Status.ABSTAIN, "the tests define no test case")
+        summary = f"{tally.passed}/{tally.total} tests passed"
+        if tally.limit:
+            summary += f"; {tally.limit} limit exceeded"
+        if tally.passed == tally.total and not tally.limit:
+            return Verdict(Status.CORRECT, 1.0, summary, metrics)
+        detail = summary + ("; " + "; ".join(tally.failures) if tally.failures else "")
+        passed = min(tally.passed, tally.total - 1)  # a limit hit after every test passed still is no pass
+        return Verdict(Status.INCORRECT, passed / tally.total, detail, metrics)
