@@ -41,7 +41,11 @@ def _exit_code(e: SystemExit) -> int:
 
 
 def _namespace(name: str) -> dict:
-    return {"__name__": name, "__file__": SOLUTION, "__builtins__": builtins, "__doc__": None}
+    """A real module registered under `name`, so pickling (multiprocessing) finds its functions."""
+    module = type(sys)(name)
+    module.__dict__.update({"__file__": SOLUTION, "__builtins__": builtins})
+    sys.modules[name] = module
+    return module.__dict__
 
 
 def _report_uncaught(e: BaseException) -> None:
@@ -100,8 +104,6 @@ def _public_names(ns: dict) -> dict:
 def serve(code: str, req_fd: int, resp_fd: int) -> int:
     read_frame, write_frame, encode, decode = _wire.read_frame, _wire.write_frame, plain.encode, plain.decode
     ns = _namespace("solution")
-    module = type(sys)("solution")
-    sys.modules["solution"] = module
     try:
         exec(compile(code, SOLUTION, "exec"), ns)
     except SystemExit:
@@ -110,7 +112,6 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
         _report_uncaught(e)
         write_frame(resp_fd, {"loaded": False, "error": traceback.format_exception_only(type(e), e)[-1].strip()})
         return 1
-    module.__dict__.update(ns)
     write_frame(resp_fd, {"loaded": True, "names": _public_names(ns)})
     while True:
         try:

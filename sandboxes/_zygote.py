@@ -408,7 +408,9 @@ def supervise(sock: int, req: dict, level: str, name: str) -> dict:
               "limit": _limit_from(exit_status, stats, stderr, None if killed == "client" else killed),
               "isolation": level, "error": None}
     if bytes(ready.buf) != b"r":
-        result["error"] = ready.text() or "sandbox child died before the program started"
+        result["error"] = ready.text() or (f"sandbox child died before the program started "
+                                           f"(exit {exit_status['exit_code']}, signal {exit_status['signal']}, "
+                                           f"stopped by {killed or 'nothing'})")
     return None if client_gone else result
 
 
@@ -417,6 +419,8 @@ def z1(sock: int, level: str, name: str) -> None:
     _isolate.prctl(_isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
         req = _wire.read_frame(sock)
+        while req.get("op") != "run":  # a late "end"/"call" for the previous run, which had already ended
+            req = _wire.read_frame(sock)
     except _wire.WireError:
         os._exit(EOF_EXIT)
     try:
@@ -446,7 +450,13 @@ def main() -> None:
         if level == "full":
             Cgroup(name).destroy()  # whatever became of Z1, its run's groups go
         if os.waitstatus_to_exitcode(status) == EOF_EXIT:
-            return
+            break
+    if level == "full":
+        for base in BASES.values():
+            try:
+                os.rmdir(base)  # only succeeds when no other zygote still uses it
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":

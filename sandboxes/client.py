@@ -152,10 +152,9 @@ class Sandbox:
         self._send({"op": "run", "mode": mode, "code": code, "stdin": stdin, "limits": lim.to_dict()})
         return lim
 
-    @staticmethod
-    def _result(msg: dict) -> RunResult:
+    def _result(self, msg: dict) -> RunResult:
         if msg.get("op") != "result":
-            raise SandboxError(f"sandbox protocol: expected a result, got {str(msg)[:200]!r}")
+            self._fail(f"sandbox protocol: expected a result, got {str(msg)[:200]!r}")  # restart: never desync
         if msg.get("error"):
             raise SandboxError(msg["error"])
         return RunResult(**{f.name: msg[f.name] for f in fields(RunResult)})

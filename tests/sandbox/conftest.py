@@ -53,7 +53,7 @@ def net_sandbox():
             _put(os.path.join(home, "cgroup.procs"), os.getpid())
     yield sb
     sb.close()
-    for path in nets.values():
+    for path in [os.path.join(d, sub) for d in nets.values() for sub in ("reasoning-rl-sandbox",)] + list(nets.values()):
         for _ in range(100):
             try:
                 os.rmdir(path)
