@@ -62,6 +62,9 @@ class GRPOConfig:
     eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
     eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
+    engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "
+                             "e.g. run under .venv-vllm; weights pushed in place after each round)",
+                       choices=("hf", "vllm"))
     checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
 
 

@@ -37,3 +37,21 @@ def test_vllm_engine_groups_logprobs_and_weight_push(tmp_path):
     # pushed weights change the engine's output, and its log-probs then match the pushed model
     assert r["greedy_before"] != r["greedy_after"]
     assert r["mismatch_after_push"]["rollout/logprob_mismatch_max"] < 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not _vllm_available(), reason="no .venv-vllm with vLLM (run `make vllm-env`)")
+def test_grpo_trains_with_the_vllm_engine(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([str(ROOT / ".venv-vllm/bin/reasoning-rl"), "train", "grpo", "--set", f"output_dir={out}",
+                           "--set", "grpo.engine=vllm", "--set", "grpo.steps=2", "--set", "grpo.eval_every=2",
+                           "--set", "grpo.checkpoint_every=0", "--set", "grpo.eval_size=20",
+                           "--set", "sft.steps=100"],
+                          cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                             "REASONING_RL_CACHE": str(tmp_path / "cache")},
+                          capture_output=True, text=True, timeout=850)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert rows[1]["rollout/logprob_mismatch_max"] < 1e-3  # the engine samples from the trained weights

@@ -104,7 +104,17 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
     train_rows, test_rows = make_rows(cfg.tasks)
     by_id = {r["prompt_id"]: r for r in (train_rows[:g.train_prompts] if g.train_prompts else train_rows)}
-    engine = HFEngine(model, tok)
+    if g.engine == "vllm":
+        from ..rollout.vllm import VLLMEngine
+
+        init = os.path.join(cfg.output_dir, "engine-init")
+        model.save_pretrained(init)
+        tok.save_pretrained(init)
+        engine = VLLMEngine(init, dtype="float32", seed=cfg.seed, max_model_len=cfg.model.tiny.max_position_embeddings
+                            if cfg.model.name_or_path == "tiny" else None)
+        engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
+    else:
+        engine = HFEngine(model, tok)  # samples from the very object being trained: no push needed
     terms = [verifiers.Term("math", 1.0), verifiers.Term("think_answer", g.format_weight)]
     reward = verifiers.Reward(tuple(terms), outcome="math")
     pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
@@ -201,6 +211,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                             stats.setdefault(k, []).append(v)
                 sched.step()
                 model.eval()
+                if g.engine != "hf":
+                    engine.update_weights(model)
                 m.update({k: sum(v) / len(v) for k, v in stats.items()})
                 m["train/samples"] = n
             timing["update"] = time.perf_counter() - t0
