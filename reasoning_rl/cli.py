@@ -139,6 +139,16 @@ def cmd_train_grpo(args) -> int:
     return 0
 
 
+def cmd_train_ppo(args) -> int:
+    cfg = _load_config(args)
+    from .trainers.ppo import train_ppo
+
+    history, _, _ = train_ppo(cfg)
+    accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
+    print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
+    return 0
+
+
 def _fresh_pairs(cfg, model, tok, rows, n, pair_cfg, log=print):
     from .curate import sample_verified
     from .pairs import build_pairs
@@ -294,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(q)
     q.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint (same trajectory)")
     q.set_defaults(func=cmd_train_grpo)
+    q = tsub.add_parser("ppo", help="PPO (critic + GAE) under the math verifier on the configured tasks")
+    _add_config_args(q)
+    q.set_defaults(func=cmd_train_ppo)
     q = tsub.add_parser("dpo", help="DPO on verified pairs (ours, or --backend trl)")
     _add_config_args(q)
     q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")

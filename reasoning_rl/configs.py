@@ -69,6 +69,40 @@ class GRPOConfig:
 
 
 @dataclass(frozen=True)
+class PPOConfig:
+    steps: int = knob(150, "optimiser rounds (each: sample, verify, score with the critic, update)", min=1)
+    prompts_per_step: int = knob(64, "prompts per batch", min=1)
+    samples_per_prompt: int = knob(2, "completions per prompt (the critic is the baseline: no groups needed)", min=1)
+    lr: float = knob(1e-4, "policy AdamW learning rate", min=0.0)
+    critic_lr: float = knob(1e-3, "critic AdamW learning rate (its value head starts at zero)", min=0.0)
+    warmup_steps: int = knob(5, "linear learning-rate warm-up (both optimisers)", min=0)
+    temperature: float = knob(1.0, "sampling temperature", min=0.0)
+    max_tokens: int = knob(8, "longest completion in tokens", min=1)
+    gamma: float = knob(1.0, "GAE discount (1.0 for outcome rewards on short completions)", min=0.0, max=1.0)
+    lam: float = knob(0.95, "GAE lambda", min=0.0, max=1.0)
+    eps: float = knob(0.2, "policy clip range", min=0.0, max=1.0)
+    vf_clip: float = knob(0.2, "value clip range around the old values (0 = unclipped)", min=0.0)
+    ent_coef: float = knob(0.0, "entropy bonus coefficient", min=0.0)
+    kl_coef: float = knob(0.02, "KL-to-reference coefficient (0 = no reference model loaded)", min=0.0)
+    kl_in_reward: bool = knob(True, "KL as per-token reward shaping (classic RLHF PPO); False = k3 KL in the loss. "
+                                     "Never both")
+    adaptive_kl: bool = knob(False, "adapt kl_coef towards kl_target (Ziegler et al. 2019)")
+    kl_target: float = knob(0.05, "target KL per token for the adaptive controller", min=0.0)
+    kl_horizon: int = knob(1000, "adaptive controller horizon in steps", min=1)
+    num_epochs: int = knob(2, "optimisation epochs over each batch", min=1)
+    minibatch_size: int = knob(64, "sequences per optimiser step", min=1)
+    micro_batch_size: int = knob(0, "sequences per forward/backward; gradients accumulate to minibatch_size "
+                                    "(0 = the whole minibatch at once)", min=0)
+    whiten_advantages: bool = knob(True, "normalise advantages to zero mean, unit std over the batch's tokens")
+    grad_clip: float = knob(1.0, "max gradient norm per model (0 = off)", min=0.0)
+    bf16: bool = knob(False, "autocast the forward passes to bfloat16 (where the device supports it)")
+    eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
+    eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
+    verifier_workers: int = knob(2, "verifier worker processes", min=1)
+    train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
+
+
+@dataclass(frozen=True)
 class DPOConfig:
     backend: str = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)", choices=("ours", "trl"))
     beta: float = knob(0.1, "DPO temperature beta", min=0.0)
@@ -91,4 +125,5 @@ class Config:
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
     grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training")
+    ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training (critic + GAE)")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import os
 import sys
 import traceback
 
@@ -81,7 +80,7 @@ def run_main(code: str) -> int:
         status = 1
     try:
         _shutdown()
-    except SystemExit as e:  # sys.exit inside an atexit handler: CPython keeps the earlier status
+    except SystemExit:  # sys.exit inside an atexit handler: CPython keeps the earlier status
         pass
     return status
 

@@ -15,13 +15,12 @@ One round (a "step"):
 Checkpoints (`checkpoint_every`) hold everything a killed run needs to continue the same
 trajectory with `resume=True` (see checkpoint.py).
 
-Not here (yet): PPO with a critic, TensorBoard, process-supervision advantages, multi-process
-training.
+Metrics go to JSONL and TensorBoard (`metrics.py`). PPO with a critic is `ppo.py`.
+Not here (yet): process-supervision advantages, multi-process training.
 """
 from __future__ import annotations
 
 import copy
-import json
 import os
 import random
 import time
@@ -29,6 +28,7 @@ from typing import Callable
 
 from ..configs import Config
 from . import checkpoint
+from .metrics import MetricsWriter
 
 
 def _attach(groups, reward, pool):
@@ -141,8 +141,9 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         open(archive_path, "w").close()
         acc = greedy_accuracy(model, tok, evals)
         log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
-        with open(metrics_path, "w") as mf:
-            mf.write(json.dumps({"step": 0, "eval/accuracy": acc}) + "\n")
+    writer = MetricsWriter(cfg.output_dir, g.steps, append=resume, description="grpo")
+    if not resume:
+        writer.write({"step": 0, "eval/accuracy": acc})
     generated_all = []
 
     def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
@@ -221,8 +222,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             if step % g.eval_every == 0 or step == g.steps:
                 m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
             history.append(m)
-            with open(metrics_path, "a") as mf:
-                mf.write(json.dumps(m) + "\n")
+            writer.write(m)
             if on_step:
                 on_step(m)
             log(f"step {step}/{g.steps}  reward {m['reward/mean']:.3f}  mixed {m.get('groups/pct_mixed', 0):.2f}  "
@@ -235,6 +235,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     finally:
         pool.close()
         ledger.close()
+        writer.close()
     model.save_pretrained(os.path.join(cfg.output_dir, "final"))
     tok.save_pretrained(os.path.join(cfg.output_dir, "final"))
     return history, model, tok

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 

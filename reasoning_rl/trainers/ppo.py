@@ -1,0 +1,223 @@
+"""PPO with a critic and GAE (Schulman et al. 2017; Ziegler et al. 2019 for the RLHF form).
+
+One round (a "step"):
+  1. B prompts, `samples_per_prompt` completions each from pi_old (the current weights);
+  2. the verifier pool scores them; masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
+  3. token rewards: the outcome score on each completion's last token; with `kl_in_reward`,
+     r_t -= kl_coef * (log pi_old - log pi_ref) on every token (else k3 KL in the loss, never both);
+  4. V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (ALGORITHMS.md §2);
+     A whitened over the batch's tokens;
+  5. `num_epochs` epochs of minibatches: policy loss = PPO clip (- ent_coef * entropy), critic loss =
+     clipped value loss; each model its own optimiser and gradient clip; micro-batches accumulate;
+  6. metrics (JSONL, TensorBoard), held-out accuracy every `eval_every`, adaptive KL update.
+
+The critic is a copy of the policy's transformer with a scalar head initialised at zero, so
+V starts at 0 and learns the pass rate. TRL 1.16 ships no PPO trainer; this fills that gap.
+Not here: resume from a checkpoint (GRPO has it), a reward model (rewards are verifiers'),
+multi-process training.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import random
+import time
+from typing import Callable
+
+from ..configs import Config
+
+
+def _critic(policy):
+    import torch
+
+    class Critic(torch.nn.Module):
+        """V(s_t) for each completion token: the value of the state before the token is produced."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = copy.deepcopy(policy.model)  # (B, T, H) hidden states
+            self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+            torch.nn.init.zeros_(self.head.weight)
+            torch.nn.init.zeros_(self.head.bias)
+
+        def forward(self, p_ids, p_mask, c_ids, c_mask):
+            ids = torch.cat([p_ids, c_ids], dim=1)
+            mask = torch.cat([p_mask, c_mask], dim=1)
+            pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+            h = self.body(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
+            Tc = c_ids.shape[1]
+            v = self.head(h[:, -Tc - 1:-1, :]).squeeze(-1).float()  # (B, Tc): state before token t
+            return v * c_mask.to(v.dtype)
+
+    return Critic()
+
+
+class AdaptiveKL:
+    """kl_coef <- kl_coef * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon) (Ziegler et al. 2019)."""
+
+    def __init__(self, coef: float, target: float, horizon: int) -> None:
+        self.coef, self.target, self.horizon = coef, target, horizon
+
+    def update(self, kl: float, n_steps: int = 1) -> float:
+        err = max(-0.2, min(0.2, kl / self.target - 1.0))
+        self.coef *= 1.0 + err * n_steps / self.horizon
+        return self.coef
+
+
+def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None):
+    """Run PPO as configured. Returns (history, model, tokenizer)."""
+    import torch
+
+    import verifiers
+    from curricula import Ledger
+
+    from ..advantages import gae
+    from ..archive import write_groups
+    from ..evaluate import greedy_accuracy
+    from ..logprobs import pad_completions, pad_prompts, token_logprobs
+    from ..losses import entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
+    from ..models import load_policy
+    from ..rollout import HFEngine, SamplingConfig
+    from ..sft import seed_everything
+    from ..tiny.tasks import make_rows
+    from .grpo import _attach
+    from .metrics import MetricsWriter
+
+    p = cfg.ppo
+    torch.set_num_threads(cfg.num_threads)
+    seed_everything(cfg.seed)
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    model, tok = load_policy(cfg, log=log)
+    critic = _critic(model)
+    ref = copy.deepcopy(model).eval() if p.kl_coef > 0 else None
+    train_rows, test_rows = make_rows(cfg.tasks)
+    train_rows = train_rows[:p.train_prompts] if p.train_prompts else train_rows
+    engine = HFEngine(model, tok)
+    reward = verifiers.Reward((verifiers.Term("math", 1.0),), outcome="math")
+    pool = verifiers.VerifierPool(num_workers=p.verifier_workers)
+    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite"))
+    sampling = SamplingConfig(temperature=p.temperature, max_tokens=p.max_tokens)
+    warm = lambda s: min(1.0, (s + 1) / max(1, p.warmup_steps))  # noqa: E731
+    opt = torch.optim.AdamW(model.parameters(), lr=p.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt_v = torch.optim.AdamW(critic.parameters(), lr=p.critic_lr, betas=(0.9, 0.99), weight_decay=0.0)
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, warm) for o in (opt, opt_v)]
+    kl_ctl = AdaptiveKL(p.kl_coef, p.kl_target, p.kl_horizon)
+    bf16 = p.bf16 and (torch.cuda.is_available() or hasattr(torch.backends, "mkldnn"))
+    autocast = (lambda: torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)) \
+        if bf16 else contextlib.nullcontext
+    rng = random.Random(cfg.seed)
+    evals = test_rows[:p.eval_size]
+    writer = MetricsWriter(cfg.output_dir, p.steps, description="ppo")
+    acc = greedy_accuracy(model, tok, evals)
+    log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
+    writer.write({"step": 0, "eval/accuracy": acc})
+    archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
+    open(archive_path, "w").close()
+    history: list[dict] = []
+    try:
+        for step in range(1, p.steps + 1):
+            t0 = time.perf_counter()
+            prompts = rng.sample(train_rows, min(p.prompts_per_step, len(train_rows)))
+            groups = engine.generate(prompts, p.samples_per_prompt, sampling)
+            t1 = time.perf_counter()
+            groups = _attach(groups, reward, pool)
+            t2 = time.perf_counter()
+            ledger.update(groups, "math", step)
+            with open(archive_path, "a", encoding="utf-8") as af:
+                write_groups(af, groups, step)
+            rows = [(g.prompt, s, reward.combine(s.verdicts)) for g in groups for s in g.samples]
+            kept = [(pr, s, r) for pr, s, r in rows if r is not None and s.token_ids]
+            m = {"step": step, "verify/masked": len(rows) - len(kept)}
+            scores = [r for _, _, r in kept]
+            m["reward/mean"] = sum(scores) / max(1, len(scores))
+            m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scores) / max(1, len(scores))) ** 0.5
+            m["completions/mean_length"] = sum(len(s.token_ids) for _, s, _ in kept) / max(1, len(kept))
+            m["completions/clipped_ratio"] = sum(s.truncated for _, s, _ in kept) / max(1, len(kept))
+            if kept:
+                p_ids, p_mask = pad_prompts([tok(pr)["input_ids"] for pr, _, _ in kept], tok.pad_token_id)
+                c_ids, c_mask = pad_completions([list(s.token_ids) for _, s, _ in kept], tok.pad_token_id)
+                B, T = c_ids.shape
+                old = torch.zeros(B, T)
+                for j, (_, s, _) in enumerate(kept):
+                    old[j, :len(s.logprobs)] = torch.tensor(s.logprobs)
+                lengths = c_mask.sum(1).long()  # (B,)
+                R = torch.zeros(B, T)
+                R[torch.arange(B), lengths - 1] = torch.tensor(scores)  # outcome reward on the last token
+                with torch.no_grad(), autocast():
+                    values_old = critic(p_ids, p_mask, c_ids, c_mask).float()  # (B, T)
+                    lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=p.temperature or 1.0) \
+                        if ref is not None else None
+                if lref is not None:
+                    m["kl"] = masked_mean(old - lref, c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
+                    if p.kl_in_reward:
+                        R = kl_in_reward(R, old, lref, c_mask, kl_ctl.coef)
+                A, returns = gae(R, values_old, c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
+                if p.whiten_advantages:
+                    mu = masked_mean(A, c_mask)
+                    sd = (((A - mu) ** 2 * c_mask).sum() / c_mask.sum().clamp(min=1)).sqrt().item()
+                    A = (A - mu) / (sd + 1e-8) * c_mask
+                stats: dict[str, list[float]] = {}
+                model.train()
+                critic.train()
+                micro = p.micro_batch_size or p.minibatch_size
+                for _ in range(p.num_epochs):
+                    order = list(range(B))
+                    rng.shuffle(order)
+                    for i in range(0, B, p.minibatch_size):
+                        mb = order[i:i + p.minibatch_size]
+                        opt.zero_grad(set_to_none=True)
+                        opt_v.zero_grad(set_to_none=True)
+                        for k in range(0, len(mb), micro):
+                            idx = torch.tensor(mb[k:k + micro])
+                            share = len(idx) / len(mb)  # accumulate: the micro-batch's share of the minibatch
+                            with autocast():
+                                logp, ent = token_logprobs(model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
+                                                           temperature=p.temperature or 1.0, return_entropy=True)
+                                v = critic(p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx])
+                            logp, ent, v = logp.float(), ent.float(), v.float()
+                            pol = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=p.eps, agg="token_mean",
+                                           logp_ref=None if p.kl_in_reward or lref is None else lref[idx],
+                                           beta=0.0 if p.kl_in_reward else kl_ctl.coef, kl_estimator="k3")
+                            loss = pol.loss
+                            if p.ent_coef > 0:
+                                eb = entropy_bonus(ent, c_mask[idx])
+                                loss = loss + p.ent_coef * eb.loss
+                            vl = value_loss(v, returns[idx], c_mask[idx], values_old=values_old[idx],
+                                            clip_range=p.vf_clip or None)
+                            (loss * share).backward()
+                            (vl.loss * share).backward()
+                            for key, val in {**pol.metrics, **vl.metrics,
+                                             "entropy": masked_mean(ent.detach(), c_mask[idx])}.items():
+                                stats.setdefault(key, []).append(val)
+                        for net, o, name in ((model, opt, "grad_norm"), (critic, opt_v, "grad_norm/critic")):
+                            if p.grad_clip > 0:
+                                stats.setdefault(name, []).append(
+                                    float(torch.nn.utils.clip_grad_norm_(net.parameters(), p.grad_clip)))
+                            o.step()
+                for s in scheds:
+                    s.step()
+                model.eval()
+                critic.eval()
+                m.update({k: sum(v) / len(v) for k, v in stats.items()})
+                m["train/samples"] = B
+                if p.adaptive_kl and "kl" in m:
+                    m["kl_coef"] = kl_ctl.update(m["kl"])
+            m.update({"time/rollout": t1 - t0, "time/verify": t2 - t1, "time/update": time.perf_counter() - t2})
+            if step % p.eval_every == 0 or step == p.steps:
+                m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
+            history.append(m)
+            writer.write(m)
+            if on_step:
+                on_step(m)
+            log(f"step {step}/{p.steps}  reward {m['reward/mean']:.3f}  loss {m.get('loss/policy', float('nan')):+.4f}  "
+                f"value {m.get('loss/value', float('nan')):.4f}  kl {m.get('kl', 0):.4f}  "
+                f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {m['time/rollout']:.2f}s "
+                f"update {m['time/update']:.2f}s" + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
+    finally:
+        pool.close()
+        ledger.close()
+        writer.close()
+    model.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    tok.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    return history, model, tok
