@@ -37,10 +37,11 @@ _loaded = False
 def _builtins() -> list[Verifier]:
     from .code import CodeVerifier
     from .exact import ExactMatch
+    from .judge import JudgeVerifier
     from .format import Boxed, Repetition, SoftLength, ThinkAnswer
     from .math_verifier import MathVerifier
 
-    return [ExactMatch(), MathVerifier(), CodeVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
+    return [ExactMatch(), MathVerifier(), CodeVerifier(), JudgeVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
 
 
 def _instantiate(obj):
@@ -56,6 +57,8 @@ def _instantiate(obj):
 def register(verifier: Verifier, source: str = "user") -> Verifier:
     """Register a verifier object after validating its declaration."""
     check_verifier(verifier)
+    if source == "user":
+        load_all()  # built-ins and plugins first, so a later first-use load cannot drop this one
     REGISTRY.add(verifier.name, verifier, source)
     _DISTRIBUTIONS[verifier.name] = source
     return verifier
@@ -66,6 +69,7 @@ def load_all(reload: bool = False) -> list[PluginError]:
     global _loaded
     if _loaded and not reload:
         return list(_PLUGIN_ERRORS)
+    users = [(n, REGISTRY.get(n)) for n in list(REGISTRY) if _DISTRIBUTIONS.get(n) == "user"]
     for name in list(REGISTRY):
         REGISTRY.remove(name)
     _DISTRIBUTIONS.clear()
@@ -85,6 +89,9 @@ def load_all(reload: bool = False) -> list[PluginError]:
         except Exception as e:  # noqa: BLE001 - one broken plugin must not stop the others; it is reported
             _PLUGIN_ERRORS.append(PluginError(dist, label, f"{type(e).__name__}: {e}"))
     _loaded = True
+    for name, obj in users:  # a reload keeps what the user registered by hand
+        if name not in REGISTRY:
+            register(obj)
     return list(_PLUGIN_ERRORS)
 
 

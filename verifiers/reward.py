@@ -19,6 +19,14 @@ from reasoning_rl.types import Verdict
 from .runtime import Call, VerifierPool, default_pool
 
 
+def _wants_prompt(name: str) -> bool:
+    """Verifiers that read the prompt get it: `math` (to tell echoed operands from answers) and any
+    whose spec lists "prompt" (the judge, the PRM)."""
+    from .registry import get
+
+    return name == "math" or "prompt" in get(name).spec.needs
+
+
 @dataclass(frozen=True)
 class Term:
     verifier: str
@@ -57,7 +65,7 @@ class Reward:
         for i, (c, r) in enumerate(zip(completions, references)):
             for t in self.terms:
                 opts = dict(t.options)
-                if prompts is not None and "prompt" not in opts and t.verifier == "math":
+                if prompts is not None and "prompt" not in opts and _wants_prompt(t.verifier):
                     opts["prompt"] = prompts[i]
                 calls.append(Call(t.verifier, c, r, opts))
         flat = pool.run(calls)
