@@ -149,6 +149,14 @@ def cmd_train_ppo(args) -> int:
     return 0
 
 
+def cmd_train_prm(args) -> int:
+    cfg = _load_config(args)
+    from .prm import train_prm
+
+    train_prm(cfg)
+    return 0
+
+
 def _fresh_pairs(cfg, model, tok, rows, n, pair_cfg, log=print):
     from .curate import sample_verified
     from .pairs import build_pairs
@@ -307,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = tsub.add_parser("ppo", help="PPO (critic + GAE) under the math verifier on the configured tasks")
     _add_config_args(q)
     q.set_defaults(func=cmd_train_ppo)
+    q = tsub.add_parser("prm", help="the tiny process reward model on generated step-by-step solutions")
+    _add_config_args(q)
+    q.set_defaults(func=cmd_train_prm)
     q = tsub.add_parser("dpo", help="DPO on verified pairs (ours, or --backend trl)")
     _add_config_args(q)
     q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import knob
+from .prm import PRMTrainConfig
 from .tiny.model import TinyModelConfig
 from .tiny.tasks import TaskConfig
 
@@ -43,7 +44,10 @@ class GRPOConfig:
     max_tokens: int = knob(8, "longest completion in tokens (the tiny tasks need <= 6)", min=1)
     loss_type: str = knob("dapo", "grpo | dr_grpo | dapo | bnpo: how token losses aggregate (TRL's names)",
                           choices=("grpo", "dr_grpo", "dapo", "bnpo"))
-    advantage: str = knob("grpo", "grpo | dr_grpo | rloo", choices=("grpo", "dr_grpo", "rloo"))
+    advantage: str = knob("grpo", "grpo | dr_grpo | rloo | process (per-step PRM rewards, needs prm_model)",
+                          choices=("grpo", "dr_grpo", "rloo", "process"))
+    prm_model: str = knob("", "path of a PRM (e.g. runs/prm/final from `train prm`): its step scores are logged, "
+                              "and with advantage=process they are the step rewards")
     scale_rewards: str = knob("group", "grpo std: group | batch | none", choices=("group", "batch", "none"))
     eps_low: float = knob(0.2, "PPO clip below 1", min=0.0, max=1.0)
     eps_high: float = knob(0.28, "PPO clip above 1 (DAPO clip-higher 0.28)", min=0.0)
@@ -126,4 +130,5 @@ class Config:
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
     grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training")
     ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training (critic + GAE)")
+    prm: PRMTrainConfig = knob(default_factory=PRMTrainConfig, help="the tiny process reward model")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")

@@ -59,22 +59,75 @@ def _tensors(groups, reward, tok, gcfg):
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
     valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
                           for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
-    kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
-    A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
+    if gcfg.advantage == "process":
+        valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
+        A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
+    else:
+        kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
+        A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
     rows = []
     for b, g in enumerate(groups):
         for i, s in enumerate(g.samples):
             if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated):
                 continue
-            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), A[b, i].item()))
+            a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
+            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
     if not rows:
         return None
+    if A.dim() == 3:  # per-token advantages, padded like the completions
+        p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
+        c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
+        old = torch.zeros(c_ids.shape)
+        A_tok = torch.zeros(c_ids.shape)
+        for j, r in enumerate(rows):
+            old[j, :len(r[2])] = torch.tensor(r[2])
+            A_tok[j, :len(r[3])] = torch.tensor(r[3])
+        return p_ids, p_mask, c_ids, c_mask, old, A_tok
     p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
     c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
     old = torch.zeros(c_ids.shape)
     for j, r in enumerate(rows):
         old[j, :len(r[2])] = torch.tensor(r[2])
     return p_ids, p_mask, c_ids, c_mask, old, torch.tensor([r[3] for r in rows])
+
+
+def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
+    """Index of the last token of each step of a completion (steps split at `separator`)."""
+    ends, pos, t = [], 0, 0
+    for step in text.split(separator):
+        if not step.strip():
+            pos += len(step) + len(separator)
+            continue
+        target = pos + len(step.rstrip())
+        while t < len(token_ids) - 1 and len(tok.decode(list(token_ids[:t + 1]), skip_special_tokens=True)) < target:
+            t += 1
+        ends.append(t)
+        pos += len(step) + len(separator)
+    return ends or [max(0, len(token_ids) - 1)]
+
+
+def _process_advantages(groups, valid, tok):
+    """ALGORITHMS.md §7 from the `prm` verdicts' step scores: A (B, G, T)."""
+    import torch
+
+    from ..advantages import ADVANTAGES
+
+    B, G = len(groups), max(len(g.samples) for g in groups)
+    T = max(1, max(len(s.token_ids) for g in groups for s in g.samples))
+    K = max(1, max(int(s.verdicts["prm"].metrics.get("steps", 0)) for g in groups for s in g.samples))
+    r = torch.zeros(B, G, K)
+    ends = torch.zeros(B, G, K, dtype=torch.long)
+    m = torch.zeros(B, G, K, dtype=torch.bool)
+    for b, g in enumerate(groups):
+        for i, s in enumerate(g.samples):
+            if not valid[b, i]:
+                continue
+            v = s.verdicts["prm"]
+            n = int(v.metrics.get("steps", 0))
+            e = _step_ends(tok, s.token_ids, s.text)
+            for k in range(min(n, len(e))):
+                r[b, i, k], ends[b, i, k], m[b, i, k] = v.metrics[f"step_{k}"], min(e[k], T - 1), True
+    return ADVANTAGES.get("process")(r, ends, m, T)
 
 
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
@@ -116,6 +169,17 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     else:
         engine = HFEngine(model, tok)  # samples from the very object being trained: no push needed
     terms = [verifiers.Term("math", 1.0), verifiers.Term("think_answer", g.format_weight)]
+    if g.advantage == "process" and not g.prm_model:
+        raise ValueError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` makes one)")
+    if g.prm_model:
+        from verifiers.prm import PRMConfig, PRMVerifier
+
+        from verifiers.registry import REGISTRY, distribution
+
+        if "prm" in verifiers.names() and distribution("prm") == "user":
+            REGISTRY.remove("prm")  # an earlier run's PRM in this process
+        verifiers.register(PRMVerifier(PRMConfig(model=g.prm_model), name="prm"))
+        terms.append(verifiers.Term("prm", 0.0))  # step scores for the advantages; not in the scalar reward
     reward = verifiers.Reward(tuple(terms), outcome="math")
     pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
