@@ -88,7 +88,7 @@ def cmd_sft(args) -> int:
     if cfg.model.name_or_path != "tiny":
         print("sft: only the embedded default (model.name_or_path=tiny) has a built-in warm start", file=sys.stderr)
         return 2
-    from .evaluate import greedy_accuracy
+    from .evaluate import task_accuracy
     from .models import load_policy
     from .sft import build_sft_checkpoint
     from .tiny.tasks import make_rows
@@ -96,7 +96,7 @@ def cmd_sft(args) -> int:
     path = build_sft_checkpoint(cfg, force=args.force)
     model, tok = load_policy(cfg)
     _, test = make_rows(cfg.tasks)
-    acc = greedy_accuracy(model, tok, test[: cfg.sft.eval_size])
+    acc = task_accuracy(model, tok, test[: cfg.sft.eval_size], max_new_tokens=cfg.grpo.max_tokens)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)

@@ -110,6 +110,8 @@ class PPOConfig:
 class DPOConfig:
     backend: str = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)", choices=("ours", "trl"))
     beta: float = knob(0.1, "DPO temperature beta", min=0.0)
+    rpo_alpha: float = knob(1.0, "weight of the chosen response's NLL beside the DPO loss (RPO; 1.0 keeps the "
+                                 "likelihood of correct answers from falling; 0 = plain DPO)", min=0.0)
     lr: float = knob(5e-5, "AdamW learning rate", min=0.0)
     epochs: int = knob(1, "passes over the pairs", min=1)
     batch_size: int = knob(32, "pairs per optimiser step", min=1)

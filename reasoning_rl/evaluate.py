@@ -39,6 +39,26 @@ def greedy_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int = 8)
     return hits / len(rows)
 
 
+def greedy_pass_rate(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 64) -> float:
+    """Share of rows whose greedy program (prompt + completion) passes all its hidden tests (`code` verifier).
+    Masked verdicts (a sandbox failure) count as not passed and are reported by the pool's metrics."""
+    import verifiers
+
+    if not rows:
+        raise ValueError("greedy_pass_rate: no rows to evaluate")
+    completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
+    pool = pool or verifiers.default_pool()
+    verdicts = pool.verify_batch("code", [r["prompt"] + c for r, c in zip(rows, completions)], [r["tests"] for r in rows])
+    return sum(v.status.value == "correct" for v in verdicts) / len(rows)
+
+
+def task_accuracy(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 8) -> float:
+    """Greedy held-out score for either task kind: pass rate for code rows, answer accuracy otherwise."""
+    if rows and "tests" in rows[0]:
+        return greedy_pass_rate(model, tokenizer, rows, pool, max_new_tokens)
+    return greedy_accuracy(model, tokenizer, rows, max_new_tokens)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c passed (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
     if not 0 <= c <= n or not 1 <= k <= n:

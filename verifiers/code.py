@@ -33,6 +33,7 @@ import sys
 import threading
 import types
 import unittest
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,9 @@ _MODULE_LOCK = threading.Lock()
 def extract_program(text: str) -> str:
     """The program in a completion: the text itself if it compiles, else its last Python code block."""
     try:
-        compile(text, "<completion>", "exec")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a model's odd literals are the sandbox's business, not our log's
+            compile(text, "<completion>", "exec")
         return text
     except (SyntaxError, ValueError):
         pass
@@ -113,9 +116,11 @@ class Tally:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     peak_memory_bytes: int = 0
+    leftover: int = 0
 
     def add_run(self, r) -> None:
         self.runs += 1
+        self.leftover += r.leftover_processes
         self.wall_s += r.wall_s
         self.cpu_s += r.cpu_s
         self.peak_memory_bytes = max(self.peak_memory_bytes, r.peak_memory_bytes)
@@ -295,7 +300,7 @@ class CodeVerifier(Verifier):
             return Verdict.masked_as(Status.ERROR, f"sandbox failure: {e}")
         metrics = {"tests_passed": tally.passed, "tests_total": tally.total, "sandbox_runs": tally.runs,
                    "sandbox_wall_s": tally.wall_s, "sandbox_cpu_s": tally.cpu_s,
-                   "peak_memory_mb": tally.peak_memory_bytes / 2**20}
+                   "peak_memory_mb": tally.peak_memory_bytes / 2**20, "leftover_processes": tally.leftover}
         if tally.total == 0:
             return Verdict.masked_as(Status.ABSTAIN, "the tests define no test case")
         summary = f"{tally.passed}/{tally.total} tests passed"

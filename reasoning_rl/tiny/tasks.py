@@ -58,7 +58,10 @@ def _mul(rng: random.Random, max_digits: int) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class TaskConfig:
-    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py)")
+    kind: str = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, tiny/code_tasks.py)",
+                     choices=("arithmetic", "code"))
+    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py; "
+                                     "for kind=code, names from tiny/code_tasks.py, or none listed = all)")
     max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
     num_train: int = knob(4000, "train prompts", min=1)
     num_test: int = knob(400, "held-out prompts (never overlap train)", min=1)
@@ -73,6 +76,10 @@ def _is_heldout(prompt: str, percent: int) -> bool:
 
 def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     """(train_rows, test_rows), deterministic in `cfg`."""
+    if cfg.kind == "code":
+        from .code_tasks import make_code_rows
+
+        return make_code_rows(cfg)
     fams = [(name, FAMILIES.get(name)) for name in cfg.families]
     if not fams:
         raise ValueError("tasks.families is empty")

@@ -2,7 +2,8 @@
 
 Ours: a frozen reference copy of the starting policy, response-only sequence log-probs
 (`logprobs.token_logprobs`, completion = chosen/rejected text + EOS, as TRL tokenises it),
-`losses.dpo_sigmoid`, AdamW. Both backends report reward margins and accuracy (share of
+`losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen response's per-token NLL: RPO, TRL's
+loss_type ["sigmoid", "sft"]), AdamW. Both backends report reward margins and accuracy (share of
 pairs with a positive margin) on the training pairs after training.
 
 Not here: IPO/other loss variants in the loop (the loss functions exist), multi-process.
@@ -27,12 +28,14 @@ def _encode(tok, rows: Sequence[dict]):
     return p_ids, p_mask, c_ids, c_mask
 
 
-def _seq_logps(model, tok, rows):
+def _seq_logps(model, tok, rows, with_lengths: bool = False):
     from ..logprobs import sequence_logprob, token_logprobs
 
     p_ids, p_mask, c_ids, c_mask = _encode(tok, rows)
     lp = sequence_logprob(token_logprobs(model, p_ids, p_mask, c_ids, c_mask), c_mask)
     n = len(rows)
+    if with_lengths:
+        return lp[:n], lp[n:], c_mask[:n].sum(1).clamp(min=1).to(lp.dtype)
     return lp[:n], lp[n:]
 
 
@@ -68,12 +71,15 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
         model.train()
         for i in range(0, len(rows), d.batch_size):
             chunk = rows[i:i + d.batch_size]
-            lw, ll = _seq_logps(model, tok, chunk)
+            lw, ll, n_w = _seq_logps(model, tok, chunk, with_lengths=True)
             with torch.no_grad():
                 rw, rl = _seq_logps(ref, tok, chunk)
             out = dpo_sigmoid(lw, ll, rw, rl, beta=d.beta)
+            loss = out.loss
+            if d.rpo_alpha > 0:  # RPO: NLL of the chosen response per token, beside the DPO loss
+                loss = loss + d.rpo_alpha * (-(lw / n_w)).mean()
             opt.zero_grad(set_to_none=True)
-            out.loss.backward()
+            loss.backward()
             if d.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), d.grad_clip)
             opt.step()
@@ -93,7 +99,9 @@ def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str
     ref = copy.deepcopy(model).eval()
     ds = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in rows])
     args = DPOConfig(output_dir=output_dir, per_device_train_batch_size=d.batch_size, learning_rate=d.lr,
-                     num_train_epochs=d.epochs, beta=d.beta, loss_type=["sigmoid"], report_to="none", use_cpu=True,
+                     num_train_epochs=d.epochs, beta=d.beta, report_to="none", use_cpu=True,
+                     loss_type=["sigmoid", "sft"] if d.rpo_alpha > 0 else ["sigmoid"],
+                     loss_weights=[1.0, d.rpo_alpha] if d.rpo_alpha > 0 else None,
                      bf16=False, logging_steps=10, save_strategy="no", lr_scheduler_type="constant",
                      max_grad_norm=d.grad_clip or 1e9, seed=cfg.seed, weight_decay=0.0)
     trainer = DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok)

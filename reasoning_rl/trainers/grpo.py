@@ -31,13 +31,20 @@ from . import checkpoint
 from .metrics import MetricsWriter
 
 
+def outcome_verifier(cfg) -> str:
+    return "code" if cfg.tasks.kind == "code" else "math"
+
+
 def _attach(groups, reward, pool):
-    """Every sample of every group gets its verdicts (one concurrent batch through the pool)."""
+    """Every sample of every group gets its verdicts (one concurrent batch through the pool).
+    Code tasks: the program is prompt (the signature) + completion (the body), checked against the row's tests."""
     from ..types import Group
 
     flat = [(g, s) for g in groups for s in g.samples]
-    refs = [g.task.get("answer") for g, _ in flat]
-    verdicts = reward.verify([s.text for _, s in flat], refs, [g.prompt for g, _ in flat], pool=pool)
+    code = reward.outcome == "code"
+    refs = [g.task.get("tests" if code else "answer") for g, _ in flat]
+    texts = [(g.prompt + s.text) if code else s.text for g, s in flat]
+    verdicts = reward.verify(texts, refs, [g.prompt for g, _ in flat], pool=pool)
     out, k = [], 0
     for g in groups:
         samples = []
@@ -141,7 +148,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     from curricula import Ledger, apply_filters, fill_batch, group_stats, make_sampler
 
     from ..archive import write_groups
-    from ..evaluate import greedy_accuracy
+    from ..evaluate import task_accuracy
     from ..logprobs import token_logprobs
     from ..losses import GRPO_LOSS_AGGREGATION, ppo_clip
     from ..models import load_policy
@@ -168,7 +175,9 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
     else:
         engine = HFEngine(model, tok)  # samples from the very object being trained: no push needed
-    terms = [verifiers.Term("math", 1.0), verifiers.Term("think_answer", g.format_weight)]
+    outcome = outcome_verifier(cfg)
+    fmt = "repetition" if outcome == "code" else "think_answer"  # the format rule that fits the task kind
+    terms = [verifiers.Term(outcome, 1.0), verifiers.Term(fmt, g.format_weight)]
     if g.advantage == "process" and not g.prm_model:
         raise ValueError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` makes one)")
     if g.prm_model:
@@ -180,7 +189,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             REGISTRY.remove("prm")  # an earlier run's PRM in this process
         verifiers.register(PRMVerifier(PRMConfig(model=g.prm_model), name="prm"))
         terms.append(verifiers.Term("prm", 0.0))  # step scores for the advantages; not in the scalar reward
-    reward = verifiers.Reward(tuple(terms), outcome="math")
+    reward = verifiers.Reward(tuple(terms), outcome=outcome)
     pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
     if resume:
@@ -203,7 +212,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         log(f"resumed from {os.path.join(cfg.output_dir, checkpoint.NAME)} at step {start - 1}")
     else:
         open(archive_path, "w").close()
-        acc = greedy_accuracy(model, tok, evals)
+        acc = task_accuracy(model, tok, evals, pool, g.max_tokens)
         log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
     writer = MetricsWriter(cfg.output_dir, g.steps, append=resume, description="grpo")
     if not resume:
@@ -211,7 +220,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     generated_all = []
 
     def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
-        return not g.filter_mixed or bool(apply_filters([grp], "math", ["mixed"])[0])
+        return not g.filter_mixed or bool(apply_filters([grp], outcome, ["mixed"])[0])
 
     def generate(prompt_ids):
         t0 = time.perf_counter()
@@ -229,16 +238,21 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             generated_all.clear()
             batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
                                        g.max_refill_rounds if g.filter_mixed else 0)
-            ledger.update(generated_all, "math", step, retire_after=g.retire_after or None)
+            ledger.update(generated_all, outcome, step, retire_after=g.retire_after or None)
             with open(archive_path, "a", encoding="utf-8") as af:
                 write_groups(af, generated_all, step)
-            m = {"step": step, **group_stats(generated_all, "math", reward=lambda s: reward.combine(s.verdicts)),
+            m = {"step": step, **group_stats(generated_all, outcome, reward=lambda s: reward.combine(s.verdicts)),
                  **refill.metrics()}
             scores = [reward.combine(s.verdicts) for grp in generated_all for s in grp.samples]
             scored = [x for x in scores if x is not None]
             m["reward/mean"] = sum(scored) / len(scored) if scored else 0.0
             m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
             m["verify/masked"] = len(scores) - len(scored)
+            if outcome == "code":  # what the sandbox did this step (runs that hit a limit were killed whole)
+                vs = [s.verdicts["code"].metrics for grp in generated_all for s in grp.samples]
+                m["sandbox/wall_s"] = sum(v.get("sandbox_wall_s", 0.0) for v in vs)
+                m["sandbox/runs"] = sum(v.get("sandbox_runs", 0) for v in vs)
+                m["sandbox/leftover_processes"] = sum(v.get("leftover_processes", 0) for v in vs)
             lengths = [len(s.token_ids) for grp in generated_all for s in grp.samples]
             m["completions/mean_length"] = sum(lengths) / max(1, len(lengths))
             m["completions/clipped_ratio"] = sum(s.truncated for grp in generated_all for s in grp.samples) / max(1, len(lengths))
@@ -284,7 +298,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             m.update({f"time/{k}": v for k, v in timing.items()})
             m["curriculum/retired"] = ledger.retired_count()
             if step % g.eval_every == 0 or step == g.steps:
-                m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
+                m["eval/accuracy"] = task_accuracy(model, tok, evals, pool, g.max_tokens)
             history.append(m)
             writer.write(m)
             if on_step:
@@ -293,6 +307,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                 f"yield {m['curriculum/yield']:.2f}  loss {m.get('loss/policy', float('nan')):+.4f}  "
                 f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {timing['rollout']:.2f}s "
                 f"verify {timing['verify']:.2f}s update {timing['update']:.2f}s"
+                + (f" (sandbox {m['sandbox/wall_s']:.2f}s in {m['sandbox/runs']} runs)" if outcome == "code" else "")
                 + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
             if g.checkpoint_every and step % g.checkpoint_every == 0:
                 checkpoint.save(cfg.output_dir, step, model, opt, sched, rngs, ledger.conn, (metrics_path, archive_path))

@@ -1,0 +1,107 @@
+"""Procedural coding tasks with exact hidden tests: the embedded default for code RL.
+
+Each family is a short Python function specified in words (with its constants), e.g.
+
+    # multiply x by 7 and add 12
+    def f(x):
+                                  -> gold body "    return x*7+12\\n"
+
+and hidden `call` tests (five argument sets, expected values computed here); one family is a
+`stdio` program ("# read n, print n*7" -> "print(int(input())*7)\\n"). A row is
+{"prompt_id", "task", "prompt", "answer" (the gold completion, for SFT), "tests" (for the `code`
+verifier)}. Train and held-out split by a stable hash of the prompt (never overlapping), seeded
+like the arithmetic tasks; `tasks.kind=code` selects them.
+
+Not here: natural-language docstrings beyond one line, or multi-function programs.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Callable
+
+from ..registry import Registry
+
+CODE_FAMILIES: Registry[Callable[[random.Random], tuple[str, str, dict]]] = Registry("code task family")
+
+
+def _ints(rng: random.Random, n: int = 5, lo: int = -20, hi: int = 50) -> list[int]:
+    return [rng.randint(lo, hi) for _ in range(n)]
+
+
+def _lists(rng: random.Random, n: int = 5) -> list[list[int]]:
+    return [[rng.randint(0, 20) for _ in range(rng.randint(0, 5))] for _ in range(n)]
+
+
+def _call(fn, args_list) -> dict:
+    return {"kind": "call", "entry_point": "f", "cases": [{"args": [a], "expected": fn(a)} for a in args_list]}
+
+
+@CODE_FAMILIES.register("affine")
+def _affine(rng):
+    a, b = rng.randint(2, 19), rng.randint(0, 99)
+    return (f"# multiply x by {a} and add {b}\ndef f(x):\n", f"    return x*{a}+{b}\n",
+            _call(lambda x: x * a + b, _ints(rng)))
+
+
+@CODE_FAMILIES.register("scale_list")
+def _scale_list(rng):
+    k = rng.randint(2, 999)
+    return (f"# multiply each item of xs by {k}\ndef f(xs):\n", f"    return [v*{k} for v in xs]\n",
+            _call(lambda xs: [v * k for v in xs], _lists(rng)))
+
+
+@CODE_FAMILIES.register("digit_sum")
+def _digit_sum(rng):
+    k = rng.randint(0, 999)
+    return (f"# sum of the digits of n, plus {k}\ndef f(n):\n", f"    return sum(int(c) for c in str(n))+{k}\n",
+            _call(lambda n: sum(int(c) for c in str(n)) + k, _ints(rng, lo=0, hi=9999)))
+
+
+@CODE_FAMILIES.register("reverse_add")
+def _reverse_add(rng):
+    k = rng.randint(1, 999)
+    return (f"# reverse xs, then add {k} to each\ndef f(xs):\n", f"    return [v+{k} for v in xs[::-1]]\n",
+            _call(lambda xs: [v + k for v in xs[::-1]], _lists(rng)))
+
+
+@CODE_FAMILIES.register("collatz")
+def _collatz(rng):
+    a = rng.randint(2, 99)
+    return (f"# {a}*x+1 if x is odd, else x//2\ndef f(x):\n", f"    return {a}*x+1 if x%2 else x//2\n",
+            _call(lambda x: a * x + 1 if x % 2 else x // 2, _ints(rng, lo=0, hi=99)))
+
+
+@CODE_FAMILIES.register("stdio_scale")
+def _stdio_scale(rng):
+    k = rng.randint(2, 999)
+    xs = _ints(rng)
+    return (f"# read n, print n*{k}\n", f"print(int(input())*{k})\n",
+            {"kind": "stdio", "cases": [{"stdin": f"{x}\n", "expected_stdout": f"{x * k}\n"} for x in xs]})
+
+
+def make_code_rows(cfg) -> tuple[list[dict], list[dict]]:
+    """(train_rows, test_rows) for `cfg` (a TaskConfig with kind="code"), deterministic in it."""
+    names = [n for n in cfg.families if n in CODE_FAMILIES] or list(CODE_FAMILIES)
+    rng = random.Random(cfg.seed)
+    train: list[dict] = []
+    test: list[dict] = []
+    seen: set[str] = set()
+    budget = 200 * (cfg.num_train + cfg.num_test)
+    while (len(train) < cfg.num_train or len(test) < cfg.num_test) and budget > 0:
+        budget -= 1
+        name = names[rng.randrange(len(names))]
+        prompt, body, tests = CODE_FAMILIES.get(name)(rng)
+        if prompt in seen:
+            continue
+        h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big") % 100
+        bucket, want = (test, cfg.num_test) if h < cfg.heldout_percent else (train, cfg.num_train)
+        if len(bucket) >= want:
+            continue
+        seen.add(prompt)
+        pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
+        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, "answer": body, "tests": tests})
+    if len(train) < cfg.num_train or len(test) < cfg.num_test:
+        raise ValueError(f"code tasks: only {len(train)} train / {len(test)} held-out distinct prompts; "
+                         f"lower tasks.num_train/num_test")
+    return train, test

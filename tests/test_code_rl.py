@@ -1,0 +1,78 @@
+"""Code RL on the embedded default: procedural coding tasks, the trainer's verification step under
+the sandboxed `code` verifier (reward hacks never pass), and a short GRPO run (slow)."""
+from __future__ import annotations
+
+import pytest
+
+import verifiers
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.tiny.tasks import make_rows
+from reasoning_rl.types import Group, Sample, Status
+
+CODE = ["tasks.kind=code", "tasks.families=[]", "tasks.num_train=600", "tasks.num_test=60"]
+
+
+def test_code_tasks_split_and_gold_solutions_pass():
+    cfg = config.load(Config, overrides=CODE)
+    train, test = make_rows(cfg.tasks)
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
+    assert {r["tests"]["kind"] for r in train} == {"call", "stdio"}
+    assert make_rows(cfg.tasks) == (train, test)  # same seed, same rows
+    by_family = {}
+    for r in train:
+        by_family.setdefault(r["task"], r)
+    programs = [r["prompt"] + r["answer"] for r in by_family.values()]
+    verdicts = verifiers.verify_batch("code", programs, [r["tests"] for r in by_family.values()])
+    assert len(verdicts) == 6 and all(v.status is Status.CORRECT for v in verdicts), verdicts
+
+
+@pytest.mark.timeout(300)
+def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
+    from reasoning_rl.trainers.grpo import _attach
+
+    cfg = config.load(Config, overrides=CODE)
+    train, _ = make_rows(cfg.tasks)
+    row = next(r for r in train if r["tests"]["kind"] == "call")
+    stdio = next(r for r in train if r["tests"]["kind"] == "stdio")
+    hacks = ["    import sys; sys.exit(0)\n", "    import os; os._exit(0)\n", "    raise SystemExit(0)\n",
+             "    print('OK'); print('All tests passed')\n    return None\n",
+             "    class A:\n        def __eq__(s, o): return True\n    return A()\n",
+             "    import atexit, os\n    atexit.register(lambda: os._exit(0))\n    raise ValueError\n"]
+    stdio_hacks = ["import sys; sys.exit(0)\n", "print('OK')\n", "import os; os._exit(0)\n"]
+
+    def group(r, bodies):
+        return Group(r["prompt_id"], r["prompt"], r, [Sample(b, (1,), (0.0,), "stop") for b in bodies])
+
+    reward = verifiers.Reward((verifiers.Term("code", 1.0),), outcome="code")
+    pool = verifiers.VerifierPool(num_workers=2)
+    try:
+        groups = _attach([group(row, hacks + [row["answer"]]), group(stdio, stdio_hacks + [stdio["answer"]])],
+                         reward, pool)
+    finally:
+        pool.close()
+    for g in groups:
+        *bad, good = g.samples
+        assert good.verdicts["code"].status is Status.CORRECT
+        for s in bad:
+            v = s.verdicts["code"]
+            assert v.status is Status.INCORRECT and v.score == 0.0, (s.text, v)
+            assert reward.combine(s.verdicts) == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    cfg = config.load(Config, overrides=CODE + [
+        f"output_dir={tmp_path}", "sft.steps=300", "grpo.steps=20", "grpo.prompts_per_step=8",
+        "grpo.group_size=8", "grpo.max_tokens=48", "grpo.eval_every=20", "grpo.eval_size=40",
+        "grpo.train_prompts=16", "grpo.sampler=uniform", "grpo.filter_mixed=false", "grpo.lr=3e-4",
+        "grpo.checkpoint_every=0"])
+    history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    first = sum(h["reward/mean"] for h in history[:4]) / 4
+    last = sum(h["reward/mean"] for h in history[-4:]) / 4
+    assert last > first + 0.05, (first, last)
+    assert all(h["sandbox/leftover_processes"] == 0 or h["sandbox/runs"] > 0 for h in history)
+    assert all(h["verify/masked"] == 0 for h in history)  # no sandbox failure was hidden as a score
