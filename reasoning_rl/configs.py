@@ -66,6 +66,8 @@ class GRPOConfig:
     eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
     eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
+    verifier_backend: str = knob("process", "process (local workers) | ray (Ray actors; RAY_ADDRESS joins a cluster)",
+                                 choices=("process", "ray"))
     engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "
                              "e.g. run under .venv-vllm; weights pushed in place after each round)",
                        choices=("hf", "vllm"))

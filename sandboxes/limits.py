@@ -41,8 +41,8 @@ class Limits:
                 ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 3600
                 need = "seconds in (0, 3600]"
             else:
-                ok = isinstance(v, int) and not isinstance(v, bool) and v >= (1024 if f.name == "output_bytes" else 1)
-                need = "a positive integer" + (" >= 1024" if f.name == "output_bytes" else "")
+                ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                need = "a positive integer"
             if not ok:
                 raise ValueError(f"Limits.{f.name} must be {need}, got {v!r}")
         if self.open_files < 16:

@@ -51,6 +51,26 @@ def _context():
     return _CTX
 
 
+def handle_call(known: dict, blob, completion, reference, options) -> tuple:
+    """One call inside a worker (process or Ray actor): the reply tuple the pool turns into a Verdict."""
+    import verifiers as _v
+
+    try:
+        verifier = known.get(blob[0])
+        if verifier is None or blob[1] is not None:
+            verifier = pickle.loads(blob[1]) if blob[1] is not None else _v.get(blob[0])
+            known[blob[0]] = verifier
+        t0 = time.perf_counter()
+        v = verifier.verify(completion, reference, **options)
+        check_verdict(verifier, v)
+        return ("ok", v.status.value, v.score, v.detail, dict(v.metrics), time.perf_counter() - t0)
+    except MemoryError:
+        return ("error", "MemoryError: verifier exceeded its memory limit")
+    except Exception as e:  # noqa: BLE001 - any verifier failure becomes ERROR (masked), reported in detail
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return ("error", tb[:500])
+
+
 def _worker_main(conn: Connection, memory_mb: int) -> None:
     """Loop: receive (verifier, completion, reference, options), answer (status, score, detail, metrics)."""
     if memory_mb:
@@ -69,21 +89,7 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             return
         if msg is None:
             return
-        blob, completion, reference, options = msg
-        try:
-            verifier = known.get(blob[0])
-            if verifier is None or blob[1] is not None:
-                verifier = pickle.loads(blob[1]) if blob[1] is not None else _v.get(blob[0])
-                known[blob[0]] = verifier
-            t0 = time.perf_counter()
-            v = verifier.verify(completion, reference, **options)
-            check_verdict(verifier, v)
-            reply = ("ok", v.status.value, v.score, v.detail, dict(v.metrics), time.perf_counter() - t0)
-        except MemoryError:
-            reply = ("error", "MemoryError: verifier exceeded its memory limit")
-        except Exception as e:  # noqa: BLE001 - any verifier failure becomes ERROR (masked), reported in detail
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            reply = ("error", tb[:500])
+        reply = handle_call(known, *msg)
         try:
             conn.send(reply)
         except (OSError, ValueError, pickle.PicklingError) as e:
@@ -202,10 +208,15 @@ class VerifierPool:
                  (a `timeout=` option on a call overrides both).
     memory_mb:   address-space cap per worker (0 = none).
     cache_size:  deterministic verdicts kept in memory (0 = no cache).
+    backend:     "process" (local worker processes) or "ray" (Ray actors, any number of nodes: the same
+                 timeouts, statuses and cache; `ray_address` joins an existing cluster, else a local one).
     """
 
     def __init__(self, num_workers: int | None = None, timeout: float | None = None, memory_mb: int = 4096,
-                 cache_size: int = 200_000) -> None:
+                 cache_size: int = 200_000, backend: str = "process", ray_address: str | None = None) -> None:
+        if backend not in ("process", "ray"):
+            raise ValueError(f"VerifierPool.backend must be 'process' or 'ray', got {backend!r}")
+        self.backend, self.ray_address = backend, ray_address
         self.num_workers = max(1, num_workers or (os.cpu_count() or 1))
         if timeout is not None and not timeout > 0:
             raise ValueError(f"VerifierPool.timeout must be > 0 seconds, got {timeout!r}")
@@ -218,9 +229,16 @@ class VerifierPool:
         self.workers_replaced = 0
 
     # -- lifecycle ---------------------------------------------------------------
+    def _new_worker(self):
+        if self.backend == "ray":
+            from .ray_backend import RayWorker
+
+            return RayWorker(self.memory_mb, self.ray_address)
+        return _Worker(self.memory_mb)
+
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
-            self._workers.append(_Worker(self.memory_mb))
+            self._workers.append(self._new_worker())
 
     def close(self) -> None:
         for w in self._workers:
@@ -340,7 +358,7 @@ class VerifierPool:
 
     def _replace(self, w: _Worker) -> None:
         w.kill()
-        self._workers[self._workers.index(w)] = _Worker(self.memory_mb)
+        self._workers[self._workers.index(w)] = self._new_worker()
         self.workers_replaced += 1
 
     def _finish(self, i: int, c: Call, verdict: Verdict, latency: float, results: list, keys: dict) -> None:

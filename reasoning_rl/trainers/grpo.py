@@ -190,7 +190,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         verifiers.register(PRMVerifier(PRMConfig(model=g.prm_model), name="prm"))
         terms.append(verifiers.Term("prm", 0.0))  # step scores for the advantages; not in the scalar reward
     reward = verifiers.Reward(tuple(terms), outcome=outcome)
-    pool = verifiers.VerifierPool(num_workers=g.verifier_workers)
+    pool = verifiers.VerifierPool(num_workers=g.verifier_workers, backend=g.verifier_backend,
+                                  ray_address=os.environ.get("RAY_ADDRESS"))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
     if resume:
         checkpoint.restore_ledger(cfg.output_dir, ledger_path)

@@ -1,0 +1,40 @@
+"""The verifier runtime on a local Ray cluster of 2 worker actors: the same verdicts as the
+in-process pool, TIMEOUT from a hanging verifier included."""
+import importlib.util
+
+import pytest
+
+import verifiers
+from reasoning_rl.types import Status
+
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the `ray` extra is not installed")]
+
+
+def calls():
+    math = [("math", "the answer is 42", "42"), ("math", "so 41", "42"), ("math", "\\frac{1}{2}", "0.5"),
+            ("exact", "abc", "abc"), ("exact", "", "x"), ("math", "7", None)]
+    return [verifiers.Call(n, c, r, {}) for n, c, r in math] + [
+        verifiers.Call("sleepy", "0.1", None, {}), verifiers.Call("sleepy", "30", None, {"timeout": 2.0})]
+
+
+def test_ray_pool_gives_the_same_verdicts_as_the_process_pool():
+    from tests.helpers.slow_verifier import Sleepy
+    from verifiers.registry import REGISTRY
+
+    verifiers.register(Sleepy())
+    try:
+        with verifiers.VerifierPool(num_workers=2, cache_size=0) as local:
+            expected = local.run(calls())
+        ray_pool = verifiers.VerifierPool(num_workers=2, cache_size=0, backend="ray")
+        try:
+            got = ray_pool.run(calls())
+            assert ray_pool.workers_replaced == 1  # the hung actor was killed and replaced
+            again = ray_pool.run(calls()[:2])  # the replacement works
+        finally:
+            ray_pool.close()
+    finally:
+        REGISTRY.remove("sleepy")
+    assert [(v.status, v.score, v.detail) for v in got[:-1]] == [(v.status, v.score, v.detail) for v in expected[:-1]]
+    assert got[-1].status is Status.TIMEOUT and expected[-1].status is Status.TIMEOUT and got[-1].score is None
+    assert [v.status for v in again] == [Status.CORRECT, Status.INCORRECT]

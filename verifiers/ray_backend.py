@@ -1,0 +1,140 @@
+"""Verifier workers as Ray actors: `VerifierPool(backend="ray")`.
+
+Each worker is one Ray actor (one CPU) that loads the built-in and plugin verifiers and answers
+calls with the very function the process workers use (`runtime.handle_call`), so statuses,
+details and metrics are identical. The pool's scheduling loop does not change: a `RayWorker`
+looks to it like a process worker, with a socket that becomes readable when the actor's reply
+arrives (a small thread waits on the Ray future and writes the reply into it). A call past its
+deadline gets TIMEOUT and its actor is killed (`ray.kill`) and replaced, as a process worker is.
+
+`ray_address=None` starts (or reuses) a local cluster whose workers see this process's
+`sys.path`; an address joins an existing cluster (the package must be installed on its nodes).
+Needs the optional extra `ray`. Not here: placement groups, GPUs for verifiers, autoscaling.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import sys
+import threading
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("VerifierPool(backend='ray') needs Ray: pip install 'reasoning-rl[ray]'") from e
+    if not ray.is_initialized():
+        if _ADDRESS[0]:
+            ray.init(address=_ADDRESS[0], log_to_driver=False)
+        else:
+            path = os.pathsep.join(p for p in sys.path if p)
+            ray.init(include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}})
+    return ray
+
+
+_ADDRESS: list = [None]
+_ACTOR_CLASS: list = []
+
+
+def _actor_class():
+    if not _ACTOR_CLASS:
+        ray = _ray()
+
+        @ray.remote(num_cpus=1, max_restarts=0)
+        class VerifierActor:
+            def __init__(self, memory_mb: int) -> None:
+                # no RLIMIT_AS here: a Ray worker maps gigabytes of address space for its own runtime and dies
+                # under the cap the process workers use; bound memory with Ray's `memory` resource instead
+                import verifiers
+
+                verifiers.load_all()
+                self.known: dict = {}
+
+            def ready(self) -> bool:
+                return True
+
+            def handle(self, blob, completion, reference, options):
+                from .runtime import handle_call
+
+                return handle_call(self.known, blob, completion, reference, options)
+
+        _ACTOR_CLASS.append(VerifierActor)
+    return _ACTOR_CLASS[0]
+
+
+class _Conn:
+    """What the pool's loop needs of a worker connection: send, recv, fileno (for `wait`), close."""
+
+    def __init__(self, actor) -> None:
+        self.actor = actor
+        self._r, self._w = socket.socketpair()
+
+    def fileno(self) -> int:
+        return self._r.fileno()
+
+    def send(self, msg) -> None:
+        ray = _ray()
+        if msg is None:
+            return
+        ref = self.actor.handle.remote(*msg)
+
+        def deliver() -> None:
+            try:
+                reply = ray.get(ref)
+            except Exception as e:  # the actor died or was killed: the pool reports ERROR (masked) or TIMEOUT
+                reply = ("error", f"ray actor failed: {type(e).__name__}: {str(e)[:300]}")
+            data = pickle.dumps(reply)
+            try:
+                self._w.sendall(len(data).to_bytes(8, "big") + data)
+            except OSError:
+                pass  # the pool gave up on this worker (timeout) and closed it
+
+        threading.Thread(target=deliver, daemon=True).start()
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self._r.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("ray worker connection closed")
+            buf += chunk
+        return buf
+
+    def recv(self):
+        return pickle.loads(self._exact(int.from_bytes(self._exact(8), "big")))
+
+    def close(self) -> None:
+        self._r.close()
+        self._w.close()
+
+
+class _Proc:
+    exitcode = None
+
+    def join(self, timeout=None) -> None:
+        pass
+
+
+class RayWorker:
+    def __init__(self, memory_mb: int, address: str | None = None) -> None:
+        _ADDRESS[0] = address
+        self.actor = _actor_class().remote(memory_mb)
+        _ray().get(self.actor.ready.remote(), timeout=300)  # started and loaded: deadlines count calls only
+        self.conn = _Conn(self.actor)
+        self.proc = _Proc()
+        self.task: int | None = None
+        self.deadline = 0.0
+        self.started = 0.0
+        self.sent_verifiers: set[str] = set()
+
+    def kill(self) -> None:
+        try:
+            _ray().kill(self.actor, no_restart=True)
+        finally:
+            self.conn.close()
+
+    def stop(self) -> None:
+        self.kill()
