@@ -68,7 +68,7 @@ def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
     cfg = config.load(Config, overrides=CODE + [
         f"output_dir={tmp_path}", "sft.steps=300", "grpo.steps=20", "grpo.prompts_per_step=8",
         "grpo.group_size=8", "grpo.max_tokens=48", "grpo.eval_every=20", "grpo.eval_size=40",
-        "grpo.train_prompts=16", "grpo.sampler=uniform", "grpo.filter_mixed=false", "grpo.lr=3e-4",
+        "grpo.train_prompts=16", "grpo.sampler=uniform", "grpo.filter_mixed=false", "grpo.lr=1e-4",
         "grpo.checkpoint_every=0"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     first = sum(h["reward/mean"] for h in history[:4]) / 4
