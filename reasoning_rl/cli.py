@@ -187,7 +187,10 @@ def cmd_pairs(args) -> int:
         from .archive import read_archive
         from .pairs import build_pairs
 
-        pairs, summary = build_pairs(read_archive(args.archive), "math", _pair_config(args), policy=args.archive)
+        from .trainers.grpo import outcome_verifier
+
+        outcome = args.verifier or outcome_verifier(cfg)  # code archives pair on `code`, arithmetic on `math`
+        pairs, summary = build_pairs(read_archive(args.archive), outcome, _pair_config(args), policy=args.archive)
     else:
         rows = _prompt_rows(args, cfg, "train")
         model, tok = load_policy(cfg)
@@ -327,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pairs", help="sample and verify groups, write a preference dataset (chosen pass, rejected fail)")
     _add_config_args(p)
     p.add_argument("--archive", help="a training run's archive.jsonl (verified groups); no sampling then")
+    p.add_argument("--verifier", help="outcome verifier whose pass/fail makes chosen/rejected "
+                                      "(default: code for tasks.kind=code, else math)")
     p.add_argument("--dataset", help="prompt/answer rows (default: the embedded train split)")
     p.add_argument("--limit", type=int, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=int, default=8, help="samples per prompt")

@@ -51,6 +51,10 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
                          reward, pool)
     finally:
         pool.close()
+    from reasoning_rl.pairs import build_pairs
+
+    pairs, _ = build_pairs(groups, "code")
+    assert pairs and all(p.chosen in (row["answer"], stdio["answer"]) for p in pairs)  # only passing programs chosen
     for g in groups:
         *bad, good = g.samples
         assert good.verdicts["code"].status is Status.CORRECT
