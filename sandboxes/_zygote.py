@@ -212,6 +212,10 @@ def child(req: dict, fds: dict, level: str) -> None:
         if level == "full":
             _isolate.become_nobody()
             os.setsid()
+        elif os.geteuid() == 0:  # weak isolation still never runs the program as root
+            os.setgroups([])
+            os.setresgid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
+            os.setresuid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
         _isolate.prctl(_isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
         wanted = {0: stdin, 1: fds["out_w"], 2: fds["err_w"]}
         if req["mode"] == "serve":
@@ -281,6 +285,8 @@ def supervise(sock: int, req: dict, level: str, name: str) -> dict:
     else:
         import tempfile
         req["scratch"] = tempfile.mkdtemp(prefix="rrl-sandbox-")
+        if os.geteuid() == 0:
+            os.chown(req["scratch"], _isolate.NOBODY, _isolate.NOBODY)  # the program runs as nobody
     fds = {}
     for a, b in (("go_r", "go_w"), ("ready_r", "ready_w"), ("out_r", "out_w"), ("err_r", "err_w"),
                  ("req_r", "req_w"), ("resp_r", "resp_w")):
