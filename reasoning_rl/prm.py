@@ -30,7 +30,9 @@ SEP, TAG = "\n\n", "\n"
 class PRMTrainConfig:
     steps: int = knob(1500, "optimiser steps", min=1)
     batch_size: int = knob(64, "solutions per step", min=1)
-    lr: float = knob(1e-3, "peak AdamW learning rate (cosine decay, 50 warm-up steps)", min=0.0)
+    lr: float = knob(1e-3, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
+    head_lr: float = knob(0.0, "learning rate of the new classification head (0 = same as lr); a head faster "
+                               "than a pretrained body keeps the body's arithmetic", min=0.0)
     num_train: int = knob(20000, "generated training solutions", min=1)
     num_test: int = knob(400, "held-out solutions (prompts never in training)", min=1)
     error_rate: float = knob(0.5, "share of solutions with one injected error", min=0.0, max=1.0)
@@ -137,7 +139,10 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
     train, test = make_data(p, seed=cfg.seed)
     log(f"prm: {len(train)} train / {len(test)} held-out solutions; {sum(s['first_error'] is not None for s in train)} "
         f"with an injected error")
-    opt = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.0)
+    head = [q for n, q in model.named_parameters() if n.startswith("score")]
+    body = [q for n, q in model.named_parameters() if not n.startswith("score")]
+    opt = torch.optim.AdamW([{"params": body, "lr": p.lr}, {"params": head, "lr": p.head_lr or p.lr}],
+                            weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * (
         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / p.steps)))))
     rng = random.Random(cfg.seed)

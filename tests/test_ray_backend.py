@@ -14,8 +14,9 @@ pytestmark = [pytest.mark.timeout(300),
 def calls():
     math = [("math", "the answer is 42", "42"), ("math", "so 41", "42"), ("math", "\\frac{1}{2}", "0.5"),
             ("exact", "abc", "abc"), ("exact", "", "x"), ("math", "7", None)]
-    return [verifiers.Call(n, c, r, {}) for n, c, r in math] + [
-        verifiers.Call("sleepy", "0.1", None, {}), verifiers.Call("sleepy", "30", None, {"timeout": 2.0})]
+    # generous deadlines for the normal calls (a loaded CI machine), a short one for the hanging verifier
+    return [verifiers.Call(n, c, r, {"timeout": 60.0}) for n, c, r in math] + [
+        verifiers.Call("sleepy", "0.1", None, {"timeout": 60.0}), verifiers.Call("sleepy", "30", None, {"timeout": 2.0})]
 
 
 def test_ray_pool_gives_the_same_verdicts_as_the_process_pool():
