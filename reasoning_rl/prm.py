@@ -11,7 +11,7 @@ hash of the prompt, like the tasks.
 
 Model: the tiny Llama as `LlamaForTokenClassification` (2 labels), its transformer initialised from
 the SFT policy (it already reads arithmetic), reading the "\\n" tag after each step. Deliberately
-small and quick (about 2 minutes on one thread); the verifier that serves it is `verifiers/prm.py`.
+small (about 10 minutes on one thread); the verifier that serves it is `verifiers/prm.py`.
 """
 from __future__ import annotations
 
@@ -28,10 +28,10 @@ SEP, TAG = "\n\n", "\n"
 
 @dataclass(frozen=True)
 class PRMTrainConfig:
-    steps: int = knob(1500, "optimiser steps", min=1)
+    steps: int = knob(2500, "optimiser steps (about 10 minutes on one thread)", min=1)
     batch_size: int = knob(64, "solutions per step", min=1)
-    lr: float = knob(1e-3, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
-    head_lr: float = knob(0.0, "learning rate of the new classification head (0 = same as lr); a head faster "
+    lr: float = knob(3e-4, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
+    head_lr: float = knob(3e-3, "learning rate of the new classification head (0 = same as lr); a head faster "
                                "than a pretrained body keeps the body's arithmetic", min=0.0)
     num_train: int = knob(20000, "generated training solutions", min=1)
     num_test: int = knob(400, "held-out solutions (prompts never in training)", min=1)

@@ -115,3 +115,17 @@ def test_process_advantage_without_a_prm_is_refused(tmp_path):
                                          "model.tiny.num_layers=1", "grpo.advantage=process"])
     with pytest.raises(ValueError, match="grpo.prm_model"):
         train_grpo(cfg, log=lambda *_: None)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_tiny_prm_finds_the_first_wrong_step(tmp_path, capsys):
+    """`reasoning-rl train prm` with its defaults: >= 80% of held-out wrong solutions get their first wrong
+    step right, and the min aggregate separates right from wrong solutions."""
+    from reasoning_rl.prm import train_prm
+
+    cfg = config.load(Config, overrides=[f"prm.output_dir={tmp_path}"])
+    m = train_prm(cfg)
+    print(f"first wrong step: {m['first_error_accuracy']:.3f} of {m['n_wrong']}; AUC(min) {m['auc_min']:.3f}")
+    assert m["first_error_accuracy"] >= 0.8 and m["first_error_accuracy_all"] >= 0.8
+    assert m["auc_min"] >= 0.9
