@@ -51,4 +51,8 @@ def run_demo(cfg: Config, log=print) -> dict:
     plot(history, png, acc0)
     log(f"== held-out accuracy: SFT start {acc0:.3f} -> after GRPO {acc1:.3f} "
         f"({100 * (acc1 - acc0):+.1f} points); plot {png}")
+    if acc1 - acc0 < 0.20:
+        log("== the demo's goal is +20 points over the SFT start; this run is short of it. On the tiny model RL "
+            "raises the reward on prompts it trains on but does not yet generalise to held-out prompts "
+            "(README, 'The two commands').")
     return {"accuracy_before": acc0, "accuracy_after": acc1, "plot": png}
