@@ -208,24 +208,12 @@ class JudgeVerifier(Verifier):
         raise JudgeUnavailable(f"judge endpoint {url} failed {c.retries + 1} times (last: {last})")
 
     def _ask_hf(self, text: str) -> tuple[str, dict]:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from reasoning_rl.model_backends import generate_reply, load_causal_lm
 
         if self._local is None:
-            tok = AutoTokenizer.from_pretrained(self.config.model)
-            model = AutoModelForCausalLM.from_pretrained(self.config.model).eval()
-            self._local = (model, tok)
+            self._local = load_causal_lm(self.config.model)
         model, tok = self._local
-        if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-        enc = tok(text, return_tensors="pt")
-        torch.manual_seed(self.config.seed)
-        with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=self.config.max_tokens, do_sample=self.config.temperature > 0,
-                                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-        new = out[0, enc["input_ids"].shape[1]:]
-        return tok.decode(new, skip_special_tokens=True), {"prompt_tokens": enc["input_ids"].shape[1],
-                                                            "completion_tokens": int(new.shape[0])}
+        return generate_reply(model, tok, text, self.config.max_tokens, self.config.temperature, self.config.seed)
 
     def verify(self, completion: str, reference: Any = None, prompt: str = "", **options: Any) -> Verdict:
         if options:

@@ -84,14 +84,11 @@ class PRMVerifier(Verifier):
 
     def _load(self):
         if self._loaded is None:
-            from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+            from reasoning_rl.model_backends import load_prm
 
             if not self.config.model:
                 raise ValueError("prm: PRMConfig.model must name a trained PRM (see `reasoning-rl train prm`)")
-            tok = AutoTokenizer.from_pretrained(self.config.model)
-            cls = AutoModelForTokenClassification if self.config.mode == "token_classification" else AutoModelForCausalLM
-            model = cls.from_pretrained(self.config.model).to(self.config.device).eval()
-            self._loaded = (model, tok)
+            self._loaded = load_prm(self.config.model, self.config.mode, self.config.device)
         return self._loaded
 
     def encode(self, tok, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
@@ -104,34 +101,17 @@ class PRMVerifier(Verifier):
         return ids, ends
 
     def step_scores(self, prompts: Sequence[str], completions: Sequence[str]) -> list[list[float]]:
-        import torch
+        from reasoning_rl.model_backends import prm_step_probabilities
 
         model, tok = self._load()
         c = self.config
         encoded = [self.encode(tok, p, split_steps(t, c.step_separator, c.max_steps)) for p, t in zip(prompts, completions)]
-        out: list[list[float]] = []
         pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+        plus = minus = None
         if c.mode == "plus_minus":
             plus = tok(c.plus, add_special_tokens=False)["input_ids"][-1]
             minus = tok(c.minus, add_special_tokens=False)["input_ids"][-1]
-        for i in range(0, len(encoded), c.batch_size):
-            chunk = encoded[i:i + c.batch_size]
-            T = max(len(ids) for ids, _ in chunk)
-            x = torch.full((len(chunk), T), pad, dtype=torch.long)
-            mask = torch.zeros(len(chunk), T, dtype=torch.long)
-            for b, (ids, _) in enumerate(chunk):
-                x[b, :len(ids)] = torch.tensor(ids)
-                mask[b, :len(ids)] = 1
-            with torch.no_grad():
-                logits = model(input_ids=x.to(c.device), attention_mask=mask.to(c.device)).logits.float().cpu()
-            for b, (_, ends) in enumerate(chunk):
-                if c.mode == "token_classification":
-                    p = torch.softmax(logits[b, ends], dim=-1)[:, 1]
-                else:
-                    pair = logits[b, ends][:, [plus, minus]]
-                    p = torch.softmax(pair, dim=-1)[:, 0]
-                out.append([float(v) for v in p])
-        return out
+        return prm_step_probabilities(model, encoded, pad, c.mode, plus, minus, c.batch_size, c.device)
 
     def _verdict(self, scores: list[float]) -> Verdict:
         if not scores:
