@@ -50,6 +50,14 @@ class RolloutEngine(Protocol):
     def update_weights(self, model) -> None: ...
 
 
+def render_prompt(tokenizer, prompt: str, chat: bool) -> str:
+    """The text an engine generates from: the prompt itself, or the tokenizer's chat template around it."""
+    if chat:
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+    return prompt
+
+
 def as_rows(prompts: Sequence[PromptRow | Mapping[str, Any] | str]) -> list[PromptRow]:
     out = []
     for i, p in enumerate(prompts):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..types import Group, Sample
-from .base import PromptRow, SamplingConfig, as_rows
+from .base import PromptRow, SamplingConfig, as_rows, render_prompt
 
 
 class HFEngine:
@@ -29,12 +29,6 @@ class HFEngine:
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
 
-    def _encode(self, prompt: str, chat: bool) -> str:
-        if chat:
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return prompt
-
     def generate(self, prompts: Sequence[PromptRow | dict | str], n: int, sampling: SamplingConfig) -> list[Group]:
         import torch
 
@@ -43,7 +37,7 @@ class HFEngine:
         rows = as_rows(prompts)
         tok = self.tokenizer
         tok.padding_side = "left"
-        flat = [(r, self._encode(r.prompt, sampling.chat)) for r in rows for _ in range(n)]
+        flat = [(r, render_prompt(tok, r.prompt, sampling.chat)) for r in rows for _ in range(n)]
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training

@@ -21,7 +21,7 @@ import os
 from typing import Sequence
 
 from ..types import Group, Sample
-from .base import PromptRow, SamplingConfig, as_rows
+from .base import PromptRow, SamplingConfig, as_rows, render_prompt
 
 
 class VLLMEngine:
@@ -61,12 +61,6 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
         self.weight_version += 1
 
-    def _text(self, prompt: str, chat: bool) -> str:
-        if chat:
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return prompt
-
     def generate(self, prompts: Sequence[PromptRow | dict | str], n: int, sampling: SamplingConfig) -> list[Group]:
         from vllm import SamplingParams
 
@@ -78,7 +72,8 @@ class VLLMEngine:
                                 top_k=(sampling.top_k or -1) if not greedy else -1, max_tokens=sampling.max_tokens,
                                 stop=list(sampling.stop) or None, seed=sampling.seed, logprobs=0,
                                 **self.extra_sampling)
-        outputs = self.llm.generate([self._text(r.prompt, sampling.chat) for r in rows], params, use_tqdm=False)
+        outputs = self.llm.generate([render_prompt(self.tokenizer, r.prompt, sampling.chat) for r in rows], params,
+                                     use_tqdm=False)
         groups = []
         for row, out in zip(rows, outputs):
             samples = []

@@ -16,7 +16,6 @@ Not here: natural-language docstrings beyond one line, or multi-function program
 """
 from __future__ import annotations
 
-import hashlib
 import random
 from typing import Callable
 
@@ -82,26 +81,13 @@ def _stdio_scale(rng):
 
 def make_code_rows(cfg) -> tuple[list[dict], list[dict]]:
     """(train_rows, test_rows) for `cfg` (a TaskConfig with kind="code"), deterministic in it."""
+    from .tasks import split_rows
+
     names = [n for n in cfg.families if n in CODE_FAMILIES] or list(CODE_FAMILIES)
-    rng = random.Random(cfg.seed)
-    train: list[dict] = []
-    test: list[dict] = []
-    seen: set[str] = set()
-    budget = 200 * (cfg.num_train + cfg.num_test)
-    while (len(train) < cfg.num_train or len(test) < cfg.num_test) and budget > 0:
-        budget -= 1
+
+    def draw(rng: random.Random) -> tuple[str, str, dict]:
         name = names[rng.randrange(len(names))]
         prompt, body, tests = CODE_FAMILIES.get(name)(rng)
-        if prompt in seen:
-            continue
-        h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big") % 100
-        bucket, want = (test, cfg.num_test) if h < cfg.heldout_percent else (train, cfg.num_train)
-        if len(bucket) >= want:
-            continue
-        seen.add(prompt)
-        pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
-        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, "answer": body, "tests": tests})
-    if len(train) < cfg.num_train or len(test) < cfg.num_test:
-        raise ValueError(f"code tasks: only {len(train)} train / {len(test)} held-out distinct prompts; "
-                         f"lower tasks.num_train/num_test")
-    return train, test
+        return name, prompt, {"answer": body, "tests": tests}
+
+    return split_rows(draw, cfg, f"code families {names}")

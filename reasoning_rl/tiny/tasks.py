@@ -83,6 +83,18 @@ def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     fams = [(name, FAMILIES.get(name)) for name in cfg.families]
     if not fams:
         raise ValueError("tasks.families is empty")
+
+    def draw(rng: random.Random) -> tuple[str, str, dict]:
+        name, fn = fams[rng.randrange(len(fams))]
+        prompt, ans = fn(rng, cfg.max_digits)
+        return name, prompt, {"answer": str(ans)}
+
+    return split_rows(draw, cfg, f"families={list(cfg.families)} max_digits={cfg.max_digits}")
+
+
+def split_rows(draw: Callable[[random.Random], tuple[str, str, dict]], cfg, what: str) -> tuple[list[dict], list[dict]]:
+    """Draw (family, prompt, fields) until both splits are full: distinct prompts, each in the split its
+    stable hash decides. Shared by the arithmetic and the code tasks."""
     rng = random.Random(cfg.seed)
     train: list[dict] = []
     test: list[dict] = []
@@ -90,8 +102,7 @@ def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     budget = 200 * (cfg.num_train + cfg.num_test)
     while (len(train) < cfg.num_train or len(test) < cfg.num_test) and budget > 0:
         budget -= 1
-        name, fn = fams[rng.randrange(len(fams))]
-        prompt, ans = fn(rng, cfg.max_digits)
+        name, prompt, fields = draw(rng)
         if prompt in seen:
             continue
         held = _is_heldout(prompt, cfg.heldout_percent)
@@ -100,10 +111,10 @@ def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
             continue
         seen.add(prompt)
         pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
-        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, "answer": str(ans)})
+        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, **fields})
     if len(train) < cfg.num_train or len(test) < cfg.num_test:
         raise ValueError(f"tasks: only {len(train)} train / {len(test)} held-out distinct prompts exist for "
-                         f"families={list(cfg.families)} max_digits={cfg.max_digits}; lower tasks.num_train/num_test")
+                         f"{what}; lower tasks.num_train/num_test")
     return train, test
 
 
