@@ -26,6 +26,19 @@ def _put(path: str, value) -> None:
         f.write(str(value))
 
 
+def remove_dir(path: str, tries: int = 200, delay: float = 0.005) -> bool:
+    """rmdir a cgroup, retrying while the kernel still holds it (busy right after its last task exits)."""
+    for _ in range(tries):
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(delay)
+    return False
+
+
 def _own_cgroups() -> dict:
     """This process's cgroup-v1 path per controller: runs nest under it, so limits set on the
     caller's group (a CI job, a test's safety net) bind every run too."""
@@ -90,12 +103,5 @@ class Cgroup:
                     pass
             time.sleep(0.005)
         for path in self.paths.values():
-            for _ in range(200):
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.005)
+            remove_dir(path)
         return len(left)

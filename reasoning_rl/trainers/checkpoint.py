@@ -82,3 +82,11 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...]) 
 
 def exists(output_dir: str) -> bool:
     return os.path.exists(os.path.join(output_dir, NAME, "state.pt"))
+
+
+def save_final(output_dir: str, model, tok) -> str:
+    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read)."""
+    final = os.path.join(output_dir, "final")
+    model.save_pretrained(final)
+    tok.save_pretrained(final)
+    return final

@@ -81,21 +81,18 @@ def _tensors(groups, reward, tok, gcfg):
             rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
     if not rows:
         return None
-    if A.dim() == 3:  # per-token advantages, padded like the completions
-        p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
-        c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
-        old = torch.zeros(c_ids.shape)
-        A_tok = torch.zeros(c_ids.shape)
-        for j, r in enumerate(rows):
-            old[j, :len(r[2])] = torch.tensor(r[2])
-            A_tok[j, :len(r[3])] = torch.tensor(r[3])
-        return p_ids, p_mask, c_ids, c_mask, old, A_tok
     p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
     c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
     old = torch.zeros(c_ids.shape)
     for j, r in enumerate(rows):
         old[j, :len(r[2])] = torch.tensor(r[2])
-    return p_ids, p_mask, c_ids, c_mask, old, torch.tensor([r[3] for r in rows])
+    if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
+        A_out = torch.zeros(c_ids.shape)
+        for j, r in enumerate(rows):
+            A_out[j, :len(r[3])] = torch.tensor(r[3])
+    else:
+        A_out = torch.tensor([r[3] for r in rows])
+    return p_ids, p_mask, c_ids, c_mask, old, A_out
 
 
 def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
@@ -316,6 +313,5 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         pool.close()
         ledger.close()
         writer.close()
-    model.save_pretrained(os.path.join(cfg.output_dir, "final"))
-    tok.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    checkpoint.save_final(cfg.output_dir, model, tok)
     return history, model, tok

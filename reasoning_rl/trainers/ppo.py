@@ -81,6 +81,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     from ..rollout import HFEngine, SamplingConfig
     from ..sft import seed_everything
     from ..tiny.tasks import make_rows
+    from . import checkpoint
     from .grpo import _attach
     from .metrics import MetricsWriter
 
@@ -218,6 +219,5 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
         pool.close()
         ledger.close()
         writer.close()
-    model.save_pretrained(os.path.join(cfg.output_dir, "final"))
-    tok.save_pretrained(os.path.join(cfg.output_dir, "final"))
+    checkpoint.save_final(cfg.output_dir, model, tok)
     return history, model, tok

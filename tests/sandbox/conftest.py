@@ -9,11 +9,11 @@ moves back out. If the sandbox's limits ever failed, a fork or memory bomb would
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from sandboxes import Sandbox
+from sandboxes._cgroup import GROUP, remove_dir
 
 NET = "rrl-test-net-%d" % os.getpid()
 CG = "/sys/fs/cgroup"
@@ -53,15 +53,8 @@ def net_sandbox():
             _put(os.path.join(home, "cgroup.procs"), os.getpid())
     yield sb
     sb.close()
-    for path in [os.path.join(d, sub) for d in nets.values() for sub in ("reasoning-rl-sandbox",)] + list(nets.values()):
-        for _ in range(100):
-            try:
-                os.rmdir(path)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
+    for path in [os.path.join(d, GROUP) for d in nets.values()] + list(nets.values()):
+        remove_dir(path, tries=100, delay=0.05)
 
 
 @pytest.fixture
