@@ -17,7 +17,7 @@ def last_int(text: str) -> str | None:
     return found[-1] if found else None
 
 
-def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 8, batch_size: int = 128) -> list[str]:
+def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     import torch
 
     out: list[str] = []
@@ -31,7 +31,7 @@ def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 
     return out
 
 
-def greedy_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int = 8) -> float:
+def greedy_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int = 32) -> float:
     if not rows:
         raise ValueError("greedy_accuracy: no rows to evaluate")
     completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
@@ -52,7 +52,7 @@ def greedy_pass_rate(model, tokenizer, rows: list[dict], pool=None, max_new_toke
     return sum(v.status.value == "correct" for v in verdicts) / len(rows)
 
 
-def task_accuracy(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 8) -> float:
+def task_accuracy(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 32) -> float:
     """Greedy held-out score for either task kind: pass rate for code rows, answer accuracy otherwise."""
     if rows and "tests" in rows[0]:
         return greedy_pass_rate(model, tokenizer, rows, pool, max_new_tokens)

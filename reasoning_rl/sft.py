@@ -21,7 +21,7 @@ from dataclasses import asdict
 
 from .configs import Config
 
-SFT_RECIPE_VERSION = "1"
+SFT_RECIPE_VERSION = "2"
 
 
 def cache_root() -> str:
@@ -75,6 +75,18 @@ def sft_loss(model, ids, attn, resp):
     return (nll.view_as(mask) * mask).sum() / mask.sum().clamp(min=1)
 
 
+def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str:
+    """The SFT target for a row: its worked solution with probability `worked_fraction` (rows that have
+    one: the arithmetic families), else the direct answer."""
+    from .tiny.tasks import worked_solution
+
+    if worked_fraction > 0 and rng.random() < worked_fraction:
+        worked = worked_solution(row)
+        if worked is not None:
+            return worked
+    return row["answer"]
+
+
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     import torch
 
@@ -94,7 +106,7 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     t0 = time.time()
     for step in range(s.steps):
         batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
-        ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [r["answer"] for r in batch])
+        ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [sft_completion(r, s.worked_fraction, rng) for r in batch])
         loss = sft_loss(model, ids, attn, resp)
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -81,11 +81,14 @@ def test_dataset_loads_in_trl_dpo_trainer_and_trains_a_step(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs():
-    """Sample pairs from the SFT model, train each backend from the same start on the same pairs."""
+def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_heldout_accuracy():
+    """Sample pairs from the SFT model, train each backend from the same start on the same pairs; both
+    reach comparable margins, and held-out accuracy (prompts never sampled) rises over the SFT start.
+    Measured with `reasoning-rl train dpo` (3,157 pairs from 1,000 prompts): 0.670 -> 0.755."""
     from reasoning_rl import config
     from reasoning_rl.configs import Config
     from reasoning_rl.curate import sample_verified
+    from reasoning_rl.evaluate import greedy_accuracy
     from reasoning_rl.models import load_policy
     from reasoning_rl.rollout import SamplingConfig
     from reasoning_rl.tiny.tasks import make_rows
@@ -93,12 +96,18 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs():
 
     cfg = config.load(Config, overrides=["dpo.lr=5e-5", "dpo.batch_size=32"])
     model, tok = load_policy(cfg)
-    groups = sample_verified(model, tok, make_rows(cfg.tasks)[0][:300], 8,
-                             SamplingConfig(temperature=1.0, max_tokens=8, seed=0), log=lambda *_: None)
+    train_rows, test_rows = make_rows(cfg.tasks)
+    heldout = test_rows[:200]
+    groups = sample_verified(model, tok, train_rows[:600], 8,
+                             SamplingConfig(temperature=1.0, max_tokens=cfg.grpo.max_tokens, seed=0),
+                             log=lambda *_: None)
     pairs, _ = build_pairs(groups, "math")
     rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
-    assert len(rows) > 100
-    ours = train_dpo_ours(cfg, load_policy(cfg)[0], tok, rows, log=lambda *_: None)
+    assert len(rows) > 1000
+    before = greedy_accuracy(model, tok, heldout)
+    ours_model = load_policy(cfg)[0]
+    ours = train_dpo_ours(cfg, ours_model, tok, rows, log=lambda *_: None)
+    after = greedy_accuracy(ours_model.eval(), tok, heldout)
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
@@ -107,3 +116,4 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs():
     assert abs(ours["rewards/margins"] - theirs["rewards/margins"]) < 0.5 * max(ours["rewards/margins"],
                                                                                 theirs["rewards/margins"])
     assert abs(ours["rewards/accuracies"] - theirs["rewards/accuracies"]) < 0.1
+    assert after > before + 0.03, (before, after)

@@ -39,12 +39,15 @@ def test_ppo_loop_mechanics(tmp_path, kl_in_reward):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_ppo_reward_rises_on_a_small_prompt_set(tmp_path):
-    """PPO on 16 train prompts from the SFT start: the verified reward climbs."""
-    cfg = config.load(Config, overrides=[
-        f"output_dir={tmp_path}", "ppo.steps=40", "ppo.eval_every=40", "ppo.eval_size=50", "ppo.train_prompts=16",
-        "ppo.prompts_per_step=16", "ppo.samples_per_prompt=4", "ppo.lr=3e-4"])
+def test_ppo_raises_heldout_accuracy_over_the_sft_start(tmp_path):
+    """PPO with the critic on the demo's task: reward and held-out accuracy (never trained on) rise.
+    Measured 0.670 -> 0.917 after 20 rounds (400 prompts, `reasoning-rl train ppo`)."""
+    cfg = config.load(Config, overrides=[f"output_dir={tmp_path}", "ppo.steps=20", "ppo.eval_every=20",
+                                         "ppo.eval_size=200"])
     history, _, _ = train_ppo(cfg, log=lambda *_: None)
-    first = sum(h["reward/mean"] for h in history[:5]) / 5
-    last = sum(h["reward/mean"] for h in history[-5:]) / 5
-    assert last > first + 0.1, (first, last)
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    before, after = lines[0]["eval/accuracy"], history[-1]["eval/accuracy"]
+    assert after > before + 0.1, (before, after)
+    first = sum(h["reward/mean"] for h in history[:4]) / 4
+    last = sum(h["reward/mean"] for h in history[-4:]) / 4
+    assert last > first + 0.05, (first, last)

@@ -7,8 +7,8 @@ import torch
 from reasoning_rl import config
 from reasoning_rl.configs import Config
 from reasoning_rl.models import build_tiny
-from reasoning_rl.sft import encode_pairs, sft_loss, train_sft
-from reasoning_rl.tiny.tasks import TaskConfig, make_dataset, make_rows
+from reasoning_rl.sft import encode_pairs, sft_completion, sft_loss, train_sft
+from reasoning_rl.tiny.tasks import TaskConfig, make_dataset, make_rows, worked_solution
 from reasoning_rl.tiny.tokenizer import build_char_tokenizer
 
 from .conftest import PY, run_env
@@ -56,6 +56,46 @@ def test_tasks_are_deterministic_and_splits_never_overlap():
         assert eval(r["prompt"][:-1]) == int(r["answer"])  # the answer is exact
     ds = make_dataset(cfg)
     assert set(ds) == {"train", "test"} and ds["train"].column_names == ["prompt_id", "task", "prompt", "answer"]
+
+
+# (task, prompt, expected worked solution)
+WORKED = [
+    ("add", "47+85=", "\n7+5=12;4+8+1=13\n132"),    # carry into a new column
+    ("add", "3+45=", "\n3+5=8;0+4=4\n48"),          # operands of different lengths
+    ("sub", "52-47=", "\n12-7=5;5-4-1=0\n5"),       # borrow; the leading zero is not written
+    ("sub", "2-21=", "\n-(21-2);11-2=9;2-0-1=1\n-19"),  # negative: swap, then subtract
+    ("chain", "8+8+9+7=", "\n8+8=16;16+9=25;25+7=32\n32"),  # running sums
+    ("mul", "7*86=", "\n7*6=42;7*8=56;42+560\n602"),  # partial products by digit
+    ("mul", "3*6=", "\n3*6=18\n18"),
+]
+
+
+@pytest.mark.parametrize("task,prompt,expected", WORKED)
+def test_worked_solutions_table(task, prompt, expected):
+    assert worked_solution({"task": task, "prompt": prompt, "answer": str(eval(prompt[:-1]))}) == expected
+
+
+def test_every_worked_step_is_true_and_ends_with_the_answer():
+    train, test = make_rows(TaskConfig(max_digits=3, num_train=1500, num_test=200, seed=1))
+    for r in train + test:
+        w = worked_solution(r)
+        assert w.startswith("\n") and w.endswith("\n" + r["answer"]), (r, w)
+        for step in w.strip().split("\n")[0].split(";"):
+            lhs, _, rhs = step.partition("=")
+            if rhs:  # "-(b-a)" and the partial-product sum are restatements, not equations
+                assert eval(lhs) == int(rhs), (r, step)
+    assert worked_solution({"task": "digit_sum", "prompt": "x", "answer": "1", "tests": []}) is None
+
+
+def test_sft_targets_mix_worked_and_direct_in_the_configured_share():
+    import random
+
+    rng = random.Random(0)
+    row = {"task": "add", "prompt": "47+85=", "answer": "132"}
+    targets = [sft_completion(row, 0.25, rng) for _ in range(4000)]
+    share = sum(t.startswith("\n") for t in targets) / len(targets)
+    assert 0.22 < share < 0.28 and set(targets) == {"132", worked_solution(row)}
+    assert {sft_completion(row, 0.0, rng) for _ in range(100)} == {"132"}
 
 
 def test_tasks_too_many_requested_is_a_clear_error():

@@ -7,7 +7,15 @@ Families (each a pure function of a `random.Random`):
   mul    a*b          one operand a single digit
 
 Each row is {"prompt_id", "task", "prompt", "answer"}; the prompt is "<expr>=" and the
-gold completion is the integer answer. The split is decided by a stable hash of the
+gold completion is the integer answer. `worked_solution` gives a second gold completion
+that shows its work, schoolbook style, one column or one partial sum per step:
+
+    47+85=  ->  "\n7+5=12;4+8+1=13\n132"        (direct: "132")
+    3+5+7=  ->  "\n3+5=8;8+7=15\n15"
+
+It opens with a newline (the "I will show my work" token) and ends with the answer alone
+on its last line, which is where the `math` verifier and `last_int` look. The SFT warm
+start mixes the two kinds (`sft.worked_fraction`); which one pays is for RL to find out. The split is decided by a stable hash of the
 prompt text, so a prompt is in the train split or the held-out split, never both, for
 any seed and any sizes. Same seed, same rows.
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,6 +63,54 @@ def _chain(rng: random.Random, max_digits: int) -> tuple[str, int]:
 def _mul(rng: random.Random, max_digits: int) -> tuple[str, int]:
     a, b = rng.randint(2, 9), _operand(rng, max(1, max_digits - 1))
     return f"{a}*{b}=", a * b
+
+
+def _digits(n: int) -> list[int]:
+    return [int(ch) for ch in reversed(str(n))]  # units first
+
+
+def _column_add(a: int, b: int) -> list[str]:
+    xs, ys = _digits(a), _digits(b)
+    steps, carry = [], 0
+    for i in range(max(len(xs), len(ys))):
+        x, y = (xs[i] if i < len(xs) else 0), (ys[i] if i < len(ys) else 0)
+        s = x + y + carry
+        steps.append(f"{x}+{y}" + (f"+{carry}" if carry else "") + f"={s}")
+        carry = s // 10
+    return steps
+
+
+def _column_sub(a: int, b: int) -> list[str]:
+    """a - b for a >= b, borrowing: a column that goes below zero is written with its ten, "12-7=5"."""
+    xs, ys = _digits(a), _digits(b)
+    steps, borrow = [], 0
+    for i in range(len(xs)):
+        x, y = xs[i], (ys[i] if i < len(ys) else 0)
+        lend = x - y - borrow < 0
+        steps.append(f"{x + 10 * lend}-{y}" + ("-1" if borrow else "") + f"={x + 10 * lend - y - borrow}")
+        borrow = int(lend)
+    return steps
+
+
+_WORKED: dict[str, Callable[[list[int]], list[str]]] = {
+    "add": lambda v: _column_add(v[0], v[1]),
+    "sub": lambda v: _column_sub(v[0], v[1]) if v[0] >= v[1] else [f"-({v[1]}-{v[0]})"] + _column_sub(v[1], v[0]),
+    "chain": lambda v: [f"{sum(v[:i])}+{v[i]}={sum(v[:i + 1])}" for i in range(1, len(v))],
+    "mul": lambda v: [f"{v[0]}*{d}={v[0] * d}" for d in _digits(v[1])],
+}
+
+
+def worked_solution(row: dict) -> str | None:
+    """The step-by-step gold completion of an arithmetic row (see the module docstring), or None for a
+    family without one. Always ends with "\n<answer>"."""
+    fn = _WORKED.get(row.get("task", ""))
+    if fn is None or "tests" in row:
+        return None
+    operands = [int(x) for x in re.findall(r"\d+", row["prompt"])]
+    steps = fn(operands)
+    if row["task"].startswith("mul") and len(steps) > 1:
+        steps.append("+".join(f"{v}{'0' * i}" for i, v in enumerate(operands[0] * d for d in _digits(operands[1]))))
+    return "\n" + ";".join(steps) + "\n" + str(row["answer"])
 
 
 @dataclass(frozen=True)

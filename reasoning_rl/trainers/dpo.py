@@ -2,8 +2,8 @@
 
 Ours: a frozen reference copy of the starting policy, response-only sequence log-probs
 (`logprobs.token_logprobs`, completion = chosen/rejected text + EOS, as TRL tokenises it),
-`losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen response's per-token NLL: RPO, TRL's
-loss_type ["sigmoid", "sft"]), AdamW. Both backends report reward margins and accuracy (share of
+`losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen responses' NLL averaged over all their tokens
+in the batch: RPO, TRL's loss_type ["sigmoid", "sft"], same normalisation), AdamW. Both backends report reward margins and accuracy (share of
 pairs with a positive margin) on the training pairs after training.
 
 Not here: IPO/other loss variants in the loop (the loss functions exist), multi-process.
@@ -76,8 +76,8 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
                 rw, rl = _seq_logps(ref, tok, chunk)
             out = dpo_sigmoid(lw, ll, rw, rl, beta=d.beta)
             loss = out.loss
-            if d.rpo_alpha > 0:  # RPO: NLL of the chosen response per token, beside the DPO loss
-                loss = loss + d.rpo_alpha * (-(lw / n_w)).mean()
+            if d.rpo_alpha > 0:  # RPO: NLL of the chosen responses, mean over all their tokens in the batch
+                loss = loss + d.rpo_alpha * -(lw.sum() / n_w.sum())  # (TRL's "sft" term; not a mean of means)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if d.grad_clip > 0:

@@ -233,6 +233,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     try:
         for step in range(start, g.steps + 1):
             timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
+            t_step = time.perf_counter()
             generated_all.clear()
             batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
                                        g.max_refill_rounds if g.filter_mixed else 0)
@@ -294,6 +295,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                 m["train/samples"] = n
             timing["update"] = time.perf_counter() - t0
             m.update({f"time/{k}": v for k, v in timing.items()})
+            m["time/step"] = time.perf_counter() - t_step  # everything but the held-out evaluation
             m["curriculum/retired"] = ledger.retired_count()
             if step % g.eval_every == 0 or step == g.steps:
                 m["eval/accuracy"] = task_accuracy(model, tok, evals, pool, g.max_tokens)

@@ -1,0 +1,175 @@
+"""Our GRPO trainer against TRL's `GRPOTrainer` (use_vllm=False), side by side in one run.
+
+Both start from the same tiny SFT checkpoint and train on the same prompts, with the same
+reward (the `math` verifier: 1 for a correct final answer), group size, prompts per step,
+completion length, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one iteration)
+and number of steps, each with one torch thread. Printed: seconds per step for each
+(median over the steps after the first), their ratio, both reward curves, and the peak
+memory of one of our training steps against the model + optimiser + activations estimate.
+
+    .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8]
+
+Not here: any claim about held-out accuracy (the demo measures that); TRL with vLLM.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+COMMON = dict(lr=1e-4, eps_low=0.2, eps_high=0.28, temperature=1.0)
+
+
+def math_reward(completions, answer, **_):
+    import verifiers
+
+    return [verifiers.verify("math", c, a).score for c, a in zip(completions, answer)]
+
+
+def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list[float]]:
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.t0)
+
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    args = GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
+                      steps_per_generation=1, gradient_accumulation_steps=1, max_steps=a.steps,
+                      max_completion_length=a.max_tokens, learning_rate=COMMON["lr"], lr_scheduler_type="constant",
+                      warmup_steps=0, loss_type="dapo", beta=0.0, epsilon=COMMON["eps_low"],
+                      epsilon_high=COMMON["eps_high"], temperature=COMMON["temperature"], top_p=1.0,
+                      scale_rewards="group", num_iterations=1, logging_steps=1, save_strategy="no", report_to="none",
+                      use_cpu=True, bf16=False, seed=0, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
+                      shuffle_dataset=True)
+    ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+    trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward, args=args, train_dataset=ds, processing_class=tok,
+                          callbacks=[Clock()])
+    trainer.train()
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    return times, rewards
+
+
+def run_ours(a, out: str) -> tuple[list[float], list[float]]:
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    cfg = config.load(Config, overrides=[
+        f"output_dir={out}", f"grpo.steps={a.steps}", f"grpo.prompts_per_step={a.prompts}",
+        f"grpo.group_size={a.group}", f"grpo.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
+        "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
+        f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
+        f"grpo.eval_every={a.steps + 1}", "grpo.eval_size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1"])
+    history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    times = [h["time/step"] for h in history]
+    return times, [h["reward/mean"] for h in history]
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure_memory(a) -> None:
+    """Child process: peak RSS growth of building the policy + optimiser and running one training step on
+    a batch of B*G sequences of the longest length, against an analytic estimate. Prints one JSON line."""
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.logprobs import token_logprobs
+    from reasoning_rl.losses import ppo_clip
+    from reasoning_rl.models import load_policy
+    from reasoning_rl.sft import build_sft_checkpoint
+    import transformers.models.llama.modeling_llama  # noqa: F401  (imports are not the step's memory)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+
+    torch.set_num_threads(1)
+    cfg = config.load(Config)
+    build_sft_checkpoint(cfg)  # cached by the parent; only its path is needed here
+    base = rss_mib()
+    model, tok = load_policy(cfg, log=lambda *_: None)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    n = a.prompts * a.group
+    P, T = 8, a.max_tokens  # prompt tokens ("12+34=" + BOS, padded), completion tokens
+    p_ids = torch.randint(4, 60, (n, P))
+    c_ids = torch.randint(4, 60, (n, T))
+    ones = torch.ones(n, T)
+    logp = token_logprobs(model, p_ids, torch.ones(n, P, dtype=torch.long), c_ids, ones)
+    out = ppo_clip(logp, logp.detach(), torch.randn(n), ones, eps_low=0.2, eps_high=0.28, agg="token_mean", max_len=T)
+    out.loss.backward()
+    opt.step()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    c = model.config
+    params = sum(p.numel() for p in model.parameters())
+    L, H, I, V, heads = c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_attention_heads
+    S = P + T
+    # fp32 bytes: weights + grads + Adam's two moments; activations kept for backward per token per layer:
+    # ~12 H (norms, q/k/v/o, residuals) + 4 I (gate, up, act, product) + 2 heads*S (scores, probs);
+    # and the logits with their log-softmax (2 V per token).
+    act = n * S * (L * (12 * H + 4 * I + 2 * heads * S) + 2 * V) * 4
+    estimate = (16 * params + act) / 2**20
+    print(json.dumps({"peak_mib": peak, "estimate_mib": estimate, "params": params, "sequences": n, "tokens": S}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--prompts", type=int, default=16, help="prompts per step (B)")
+    ap.add_argument("--group", type=int, default=8, help="samples per prompt (G)")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.memory_child:
+        return measure_memory(a)
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.sft import build_sft_checkpoint
+    from reasoning_rl.tiny.tasks import make_rows
+
+    torch.set_num_threads(1)
+    cfg = config.load(Config)
+    ckpt = build_sft_checkpoint(cfg)
+    train_rows, _ = make_rows(cfg.tasks)
+    with tempfile.TemporaryDirectory() as tmp:
+        t_ours, r_ours = run_ours(a, os.path.join(tmp, "ours"))
+        t_trl, r_trl = run_trl(ckpt, train_rows, a, os.path.join(tmp, "trl"))
+    mem = json.loads(subprocess.run([sys.executable, __file__, "--memory-child", "--prompts", str(a.prompts),
+                                     "--group", str(a.group), "--max-tokens", str(a.max_tokens)],
+                                    capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+    med_ours, med_trl = statistics.median(t_ours[1:]), statistics.median(t_trl[1:])
+    print(f"\nGRPO, {a.steps} steps of {a.prompts} prompts x {a.group} samples, <= {a.max_tokens} tokens, 1 thread each")
+    print(f"{'step':>4} {'ours s':>8} {'trl s':>8} {'ours reward':>12} {'trl reward':>11}")
+    for i in range(a.steps):
+        print(f"{i + 1:>4} {t_ours[i]:>8.2f} {t_trl[i]:>8.2f} {r_ours[i]:>12.3f} {r_trl[i]:>11.3f}")
+    k = max(1, a.steps // 4)
+    print(f"median s/step: ours {med_ours:.2f}, TRL {med_trl:.2f}: ours is {med_trl / med_ours:.2f}x faster "
+          f"(goal >= 1.5x)")
+    print(f"mean reward over the last {k} steps: ours {statistics.mean(r_ours[-k:]):.3f}, "
+          f"TRL {statistics.mean(r_trl[-k:]):.3f} (first {k}: ours {statistics.mean(r_ours[:k]):.3f}, "
+          f"TRL {statistics.mean(r_trl[:k]):.3f})")
+    print(f"peak memory of one training step ({mem['sequences']} sequences x {mem['tokens']} tokens, "
+          f"{mem['params']:,} parameters): {mem['peak_mib']:.1f} MiB vs estimate {mem['estimate_mib']:.1f} MiB "
+          f"(ratio {mem['peak_mib'] / mem['estimate_mib']:.2f}, goal <= 2)")
+
+
+if __name__ == "__main__":
+    main()
