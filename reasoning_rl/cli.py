@@ -135,7 +135,8 @@ def cmd_train_grpo(args) -> int:
 
     history, _, _ = train_grpo(cfg, resume=args.resume)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
-    print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
+    if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
+        print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
     return 0
 
 
@@ -145,7 +146,8 @@ def cmd_train_ppo(args) -> int:
 
     history, _, _ = train_ppo(cfg)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
-    print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
+    if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
+        print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
     return 0
 
 

@@ -10,13 +10,62 @@ a part of itself); each rank backpropagates its share; DDP averages gradients ac
 equals one process accumulating the same shares as micro-batches (`accelerator.accumulate`), which
 `tests/test_distributed.py` checks to float tolerance. Rank 0 alone writes the result (`is_main`).
 
-This is the update step and its invariants, not the whole trainer: `train_grpo` itself does not yet
-run under `accelerate launch` (rollouts per rank, gathered metrics, rank-0 checkpoints are open work).
+`Ranks` is what `train_grpo` uses under `accelerate launch` (or torchrun): each rank samples and
+verifies its own share of the prompts, every rank sees every rank's verified groups (gathered, for
+metrics, the ledger and the archive, which rank 0 alone writes), the policy is wrapped in DDP for the
+update, and rank 0 alone evaluates and saves. Outside a launcher it is a single process and changes
+nothing.
 """
 from __future__ import annotations
 
 import argparse
 from typing import Sequence
+
+
+class Ranks:
+    """This process's place in a launched job: rank, world size, DDP wrapping, gathering. A no-op alone."""
+
+    def __init__(self) -> None:
+        import os
+
+        self.acc = None
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            import torch
+            from accelerate import Accelerator
+
+            self.acc = Accelerator(cpu=not torch.cuda.is_available())
+        self.rank = self.acc.process_index if self.acc else 0
+        self.world = self.acc.num_processes if self.acc else 1
+        self.main = self.rank == 0
+
+    def wrap(self, model):
+        """The module to run forward/backward through: DDP (gradients averaged across ranks) or the model."""
+        return self.acc.prepare_model(model) if self.acc else model
+
+    def gather(self, items: list) -> list:
+        """Every rank's items, in rank order, on every rank (picklable objects)."""
+        if not self.acc:
+            return list(items)
+        from accelerate.utils import gather_object
+
+        return [x for part in gather_object([list(items)]) for x in part]  # one list per rank, in rank order
+
+    def max(self, n: int) -> int:
+        return max(self.gather([n])) if self.acc else n
+
+    def barrier(self) -> None:
+        if self.acc:
+            self.acc.wait_for_everyone()
+
+
+class NullWriter:
+    """The metrics writer of a rank that writes nothing (every rank but 0)."""
+
+    def write(self, m: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def shard_groups(groups: Sequence, rank: int, world: int) -> list:

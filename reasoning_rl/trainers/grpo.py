@@ -16,7 +16,11 @@ Checkpoints (`checkpoint_every`) hold everything a killed run needs to continue 
 trajectory with `resume=True` (see checkpoint.py).
 
 Metrics go to JSONL and TensorBoard (`metrics.py`). PPO with a critic is `ppo.py`.
-Not here (yet): process-supervision advantages, multi-process training.
+Under `accelerate launch` (or torchrun) each rank samples and verifies prompts_per_step / world
+prompts, the verified groups are gathered (whole groups: advantages never see part of a group),
+DDP averages the gradients of each rank's token-mean loss, and rank 0 alone writes metrics, the
+archive, the ledger, checkpoints and the final model (`distributed.Ranks`).
+Not here (yet): resuming a multi-process run.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from typing import Callable
 
 from ..configs import Config
 from . import checkpoint
+from .distributed import NullWriter, Ranks
 from .metrics import MetricsWriter
 
 
@@ -155,7 +160,17 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
 
     g = cfg.grpo
     torch.set_num_threads(cfg.num_threads)
-    seed_everything(cfg.seed)
+    ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
+    if ranks.world > 1:
+        if resume:
+            raise ValueError("train grpo --resume: resuming a multi-process run is not supported yet; "
+                             "resume it with one process")
+        if g.prompts_per_step % ranks.world:
+            raise ValueError(f"grpo.prompts_per_step ({g.prompts_per_step}) must be divisible by the number of "
+                             f"processes ({ranks.world})")
+        if not ranks.main:
+            log = lambda *_a, **_k: None  # noqa: E731
+    seed_everything(cfg.seed + ranks.rank)
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = load_policy(cfg, log=log)
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
@@ -192,10 +207,14 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
     if resume:
         checkpoint.restore_ledger(cfg.output_dir, ledger_path)
-    ledger = Ledger(ledger_path)
-    sampler = make_sampler(g.sampler, list(by_id), G=g.group_size, seed=cfg.seed, ledger=ledger)
+    ledger = Ledger(ledger_path) if ranks.main else None  # rank 0 creates it; the others read it
+    ranks.barrier()
+    if ledger is None:
+        ledger = Ledger(ledger_path)
+    sampler = make_sampler(g.sampler, list(by_id), G=g.group_size, seed=cfg.seed + ranks.rank, ledger=ledger)
     sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
     opt = torch.optim.AdamW(model.parameters(), lr=g.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    train_model = ranks.wrap(model)  # DDP under a launcher: gradients averaged across ranks
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, g.warmup_steps)))
     agg = GRPO_LOSS_AGGREGATION[g.loss_type]
     rng = random.Random(cfg.seed)
@@ -208,12 +227,13 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     if resume:
         start = checkpoint.load(cfg.output_dir, model, opt, sched, rngs, (metrics_path, archive_path)) + 1
         log(f"resumed from {os.path.join(cfg.output_dir, checkpoint.NAME)} at step {start - 1}")
-    else:
+    elif ranks.main:
         open(archive_path, "w").close()
         acc = task_accuracy(model, tok, evals, pool, g.max_tokens)
         log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
-    writer = MetricsWriter(cfg.output_dir, g.steps, append=resume, description="grpo")
-    if not resume:
+    ranks.barrier()
+    writer = MetricsWriter(cfg.output_dir, g.steps, append=resume, description="grpo") if ranks.main else NullWriter()
+    if not resume and ranks.main:
         writer.write({"step": 0, "eval/accuracy": acc})
     generated_all = []
 
@@ -235,57 +255,65 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
             t_step = time.perf_counter()
             generated_all.clear()
-            batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step,
+            batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step // ranks.world,
                                        g.max_refill_rounds if g.filter_mixed else 0)
-            ledger.update(generated_all, outcome, step, retire_after=g.retire_after or None)
-            with open(archive_path, "a", encoding="utf-8") as af:
-                write_groups(af, generated_all, step)
-            m = {"step": step, **group_stats(generated_all, outcome, reward=lambda s: reward.combine(s.verdicts)),
+            generated = ranks.gather(generated_all)  # every rank's verified groups (this rank's alone)
+            if ranks.main:
+                ledger.update(generated, outcome, step, retire_after=g.retire_after or None)
+                with open(archive_path, "a", encoding="utf-8") as af:
+                    write_groups(af, generated, step)
+            m = {"step": step, **group_stats(generated, outcome, reward=lambda s: reward.combine(s.verdicts)),
                  **refill.metrics()}
-            scores = [reward.combine(s.verdicts) for grp in generated_all for s in grp.samples]
+            scores = [reward.combine(s.verdicts) for grp in generated for s in grp.samples]
             scored = [x for x in scores if x is not None]
             m["reward/mean"] = sum(scored) / len(scored) if scored else 0.0
             m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
             m["verify/masked"] = len(scores) - len(scored)
             if outcome == "code":  # what the sandbox did this step (runs that hit a limit were killed whole)
-                vs = [s.verdicts["code"].metrics for grp in generated_all for s in grp.samples]
+                vs = [s.verdicts["code"].metrics for grp in generated for s in grp.samples]
                 m["sandbox/wall_s"] = sum(v.get("sandbox_wall_s", 0.0) for v in vs)
                 m["sandbox/runs"] = sum(v.get("sandbox_runs", 0) for v in vs)
                 m["sandbox/leftover_processes"] = sum(v.get("leftover_processes", 0) for v in vs)
-            lengths = [len(s.token_ids) for grp in generated_all for s in grp.samples]
+            lengths = [len(s.token_ids) for grp in generated for s in grp.samples]
             m["completions/mean_length"] = sum(lengths) / max(1, len(lengths))
-            m["completions/clipped_ratio"] = sum(s.truncated for grp in generated_all for s in grp.samples) / max(1, len(lengths))
+            m["completions/clipped_ratio"] = sum(s.truncated for grp in generated for s in grp.samples) / max(1, len(lengths))
             t0 = time.perf_counter()
             tensors = _tensors(batch, reward, tok, g) if batch else None
-            if tensors is not None:
-                if step % g.eval_every == 1 or g.eval_every == 1:
+            n = tensors[0].shape[0] if tensors is not None else 0
+            n_mb = ranks.max(-(-n // g.minibatch_size))  # the same number of optimiser steps on every rank
+            if n_mb:
+                if tensors is not None and (step % g.eval_every == 1 or g.eval_every == 1):
                     m.update(logprob_mismatch(model, tok, batch[:8], temperature=g.temperature or 1.0))
-                p_ids, p_mask, c_ids, c_mask, old, A = tensors
-                n = p_ids.shape[0]
+                p_ids, p_mask, c_ids, c_mask, old, A = tensors if tensors is not None else (None,) * 6
                 model.train()
                 stats: dict[str, list[float]] = {}
                 for _ in range(g.num_iterations):
                     order = list(range(n))
                     rng.shuffle(order)
-                    for i in range(0, n, g.minibatch_size):
-                        idx = torch.tensor(order[i:i + g.minibatch_size])
-                        logp = token_logprobs(model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
-                                              temperature=g.temperature or 1.0)
-                        lref = None
-                        if ref is not None:
-                            with torch.no_grad():
-                                lref = token_logprobs(ref, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
-                                                      temperature=g.temperature or 1.0)
-                        out = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=g.eps_low, eps_high=g.eps_high,
-                                       agg=agg, max_len=g.max_tokens, logp_ref=lref, beta=g.beta,
-                                       kl_estimator=g.kl_estimator)
+                    for j in range(n_mb):
+                        idx = torch.tensor(order[j * g.minibatch_size:(j + 1) * g.minibatch_size], dtype=torch.long)
+                        if len(idx) == 0:  # this rank has fewer samples than another: a zero loss through DDP
+                            loss = train_model(input_ids=torch.tensor([[tok.bos_token_id]])).logits.sum() * 0.0
+                            metrics = {}
+                        else:
+                            logp = token_logprobs(train_model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
+                                                  temperature=g.temperature or 1.0)
+                            lref = None
+                            if ref is not None:
+                                with torch.no_grad():
+                                    lref = token_logprobs(ref, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
+                                                          temperature=g.temperature or 1.0)
+                            out = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=g.eps_low,
+                                           eps_high=g.eps_high, agg=agg, max_len=g.max_tokens, logp_ref=lref,
+                                           beta=g.beta, kl_estimator=g.kl_estimator)
+                            loss, metrics = out.loss, out.metrics
                         opt.zero_grad(set_to_none=True)
-                        out.loss.backward()
+                        loss.backward()
                         if g.grad_clip > 0:
                             stats.setdefault("grad_norm", []).append(
                                 float(torch.nn.utils.clip_grad_norm_(model.parameters(), g.grad_clip)))
                         opt.step()
-                        for k, v in out.metrics.items():
+                        for k, v in metrics.items():
                             stats.setdefault(k, []).append(v)
                 sched.step()
                 model.eval()
@@ -297,7 +325,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             m.update({f"time/{k}": v for k, v in timing.items()})
             m["time/step"] = time.perf_counter() - t_step  # everything but the held-out evaluation
             m["curriculum/retired"] = ledger.retired_count()
-            if step % g.eval_every == 0 or step == g.steps:
+            if (step % g.eval_every == 0 or step == g.steps) and ranks.main:
                 m["eval/accuracy"] = task_accuracy(model, tok, evals, pool, g.max_tokens)
             history.append(m)
             writer.write(m)
@@ -309,11 +337,13 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                 f"verify {timing['verify']:.2f}s update {timing['update']:.2f}s"
                 + (f" (sandbox {m['sandbox/wall_s']:.2f}s in {m['sandbox/runs']} runs)" if outcome == "code" else "")
                 + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
-            if g.checkpoint_every and step % g.checkpoint_every == 0:
+            if g.checkpoint_every and step % g.checkpoint_every == 0 and ranks.main:
                 checkpoint.save(cfg.output_dir, step, model, opt, sched, rngs, ledger.conn, (metrics_path, archive_path))
     finally:
         pool.close()
         ledger.close()
         writer.close()
-    checkpoint.save_final(cfg.output_dir, model, tok)
+    if ranks.main:
+        checkpoint.save_final(cfg.output_dir, model, tok)
+    ranks.barrier()
     return history, model, tok
