@@ -211,29 +211,37 @@ def cmd_train_dpo(args) -> int:
     from .evaluate import greedy_accuracy
     from .models import load_policy
     from .tiny.tasks import make_rows
+    from .trainers.distributed import Ranks
     from .trainers.dpo import train_dpo_ours, train_dpo_trl
 
-    model, tok = load_policy(cfg)
+    ranks = Ranks()  # under `accelerate launch`: each rank samples its share of the prompts; rank 0 reports
+    model, tok = ranks.main_first(load_policy, cfg)
     train_rows, test_rows = make_rows(cfg.tasks)
     if args.pairs:
         rows = read_rows(args.pairs)
     else:
         from .pairs import PairConfig
 
-        pairs, summary = _fresh_pairs(cfg, model, tok, train_rows[: cfg.dpo.sample_prompts],
-                                      cfg.dpo.samples_per_prompt, PairConfig())
-        print(f"pairs: {json.dumps(summary)}")
+        mine = train_rows[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
+        pairs, summary = _fresh_pairs(cfg, model, tok, mine, cfg.dpo.samples_per_prompt, PairConfig(),
+                                      log=print if ranks.main else (lambda *_: None))
+        pairs = ranks.gather(pairs)  # every rank trains on the same pairs in the same order
+        if ranks.main:
+            print(f"pairs: {json.dumps(summary)}" + (f" (rank 0's share; {len(pairs)} pairs from {ranks.world} "
+                                                       f"ranks)" if ranks.world > 1 else ""))
         rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
     if not rows:
         print("train dpo: no pairs (no prompt had both a pass and a fail)", file=sys.stderr)
         return 2
     evals = test_rows[: cfg.dpo.eval_size]
-    acc0 = greedy_accuracy(model, tok, evals)
+    acc0 = greedy_accuracy(model, tok, evals) if ranks.main else None
     backend = args.backend or cfg.dpo.backend
     if backend == "trl":
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"))
     else:
         m = train_dpo_ours(cfg, model, tok, rows)
+    if not ranks.main:
+        return 0
     acc1 = greedy_accuracy(model, tok, evals)
     model.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
     tok.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))

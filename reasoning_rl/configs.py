@@ -71,8 +71,14 @@ class GRPOConfig:
     verifier_backend: str = knob("process", "process (local workers) | ray (Ray actors; RAY_ADDRESS joins a cluster)",
                                  choices=("process", "ray"))
     engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "
-                             "e.g. run under .venv-vllm; weights pushed in place after each round)",
-                       choices=("hf", "vllm"))
+                             "e.g. run under .venv-vllm; weights pushed in place) | openai (a `vllm serve` server at "
+                             "engine_url; weights pushed through weights_dir)", choices=("hf", "vllm", "openai"))
+    engine_url: str = knob("", "engine=openai: the server's OpenAI base URL, e.g. http://host:8000/v1")
+    engine_model: str = knob("", "engine=openai: the served model name (vllm serve's --served-model-name, or its path)")
+    weights_dir: str = knob("", "engine=openai: a folder the server can also read, for weight pushes "
+                                "(empty = output_dir/weights; the server must run with VLLM_SERVER_DEV_MODE=1)")
+    push_every: int = knob(1, "vllm/openai engines: push the trainer's weights every N rounds; samples then come "
+                              "from weights up to N-1 updates old (the clipped ratio corrects for it)", min=1)
     checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
 
 

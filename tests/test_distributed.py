@@ -54,16 +54,12 @@ def test_train_grpo_under_accelerate_launch_gathers_both_ranks_and_rank0_alone_w
     import json
     import sqlite3
 
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     out = tmp_path / "run"
-    r = subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                        "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "reasoning_rl", "train", "grpo",
-                        "--set", f"output_dir={out}", "--set", "model.sft_warm_start=false",
-                        "--set", "model.tiny.num_layers=1", "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=6",
-                        "--set", "grpo.group_size=4", "--set", "grpo.filter_mixed=false", "--set", "grpo.sampler=uniform",
-                        "--set", "grpo.eval_every=2", "--set", "grpo.eval_size=10", "--set", "grpo.checkpoint_every=1",
-                        "--set", "grpo.verifier_workers=1", "--set", "grpo.train_prompts=64"],
-                       cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=500)
+    r = _launch(["train", "grpo", "--set", f"output_dir={out}", "--set", "model.sft_warm_start=false",
+                 "--set", "model.tiny.num_layers=1", "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=6",
+                 "--set", "grpo.group_size=4", "--set", "grpo.filter_mixed=false", "--set", "grpo.sampler=uniform",
+                 "--set", "grpo.eval_every=2", "--set", "grpo.eval_size=10", "--set", "grpo.checkpoint_every=1",
+                 "--set", "grpo.verifier_workers=1", "--set", "grpo.train_prompts=64"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("done: 2 steps") == 1  # rank 1 reports nothing
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
@@ -77,3 +73,42 @@ def test_train_grpo_under_accelerate_launch_gathers_both_ranks_and_rank0_alone_w
         (attempts,) = con.execute("SELECT SUM(attempts) FROM prompts").fetchone()
     assert attempts == 2 * 6 * 4
     assert (out / "final" / "config.json").exists() and (out / "checkpoint").exists()
+
+
+def _launch(args: list[str], timeout: int = 500) -> subprocess.CompletedProcess:
+    """`accelerate launch` with the shipped 2-process CPU config."""
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    return subprocess.run([accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate/ddp_cpu.yaml"),
+                           "-m", "reasoning_rl", *args],
+                          cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(600)
+def test_train_ppo_under_accelerate_launch(tmp_path):
+    """PPO, 2 processes, micro-batches that do not divide the minibatch (DDP all-reduces on each minibatch's
+    last micro-batch only): both ranks stay in step; rank 0 alone writes, from both ranks' samples."""
+    import json
+
+    out = tmp_path / "run"
+    r = _launch(["train", "ppo", "--set", f"output_dir={out}", "--set", "model.tiny.num_layers=1",
+                 "--set", "model.sft_warm_start=false", "--set", "ppo.steps=2", "--set", "ppo.prompts_per_step=8",
+                 "--set", "ppo.minibatch_size=4", "--set", "ppo.micro_batch_size=3", "--set", "ppo.eval_every=2",
+                 "--set", "ppo.eval_size=10", "--set", "ppo.verifier_workers=1", "--set", "ppo.adaptive_kl=true"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("done: 2 steps") == 1
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
+    archive = [json.loads(x) for x in (out / "archive.jsonl").read_text().splitlines()]
+    assert len(archive) == 2 * 8 * 2  # steps x prompts (4 per rank) x samples
+    assert (out / "final" / "config.json").exists()
+
+
+@pytest.mark.timeout(600)
+def test_train_dpo_under_accelerate_launch(tmp_path):
+    """DPO (ours), 2 processes: each rank samples half the prompts, the pairs are gathered so both ranks
+    train on the same pairs; rank 0 alone reports and saves (and alone builds the SFT checkpoint)."""
+    r = _launch(["train", "dpo", "--set", f"output_dir={tmp_path}", "--set", "dpo.sample_prompts=40",
+                 "--set", "sft.steps=300", "--set", "sft.eval_size=10",  # the SFT cache test_grpo_resume shares
+                 "--set", "dpo.eval_size=20", "--set", "dpo.batch_size=8"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "from 2 ranks" in r.stdout and r.stdout.count("dpo (ours, ") == 1
+    assert (tmp_path / "dpo_ours" / "config.json").exists()

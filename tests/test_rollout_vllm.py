@@ -55,3 +55,84 @@ def test_grpo_trains_with_the_vllm_engine(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     assert rows[1]["rollout/logprob_mismatch_max"] < 1e-3  # the engine samples from the trained weights
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not _vllm_available(), reason="no .venv-vllm with vLLM (run `make vllm-env`)")
+def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_it(tmp_path):
+    """A real `vllm serve` (dev mode) on loopback: the `openai` engine's samples carry the server's log-probs,
+    a weight push through a shared folder makes the server agree with the pushed model, and GRPO runs
+    against the server with pushes every 2 rounds (staleness 0, 1, 0, ...)."""
+    import os
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.evaluate import greedy_complete
+    from reasoning_rl.models import build_tiny
+    from reasoning_rl.rollout import SamplingConfig, logprob_mismatch
+    from reasoning_rl.rollout.openai import OpenAIEngine
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "server.log", "w")
+    server = subprocess.Popen([str(VPY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tmp_path / "model"),
+                               "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+                               "--dtype", "float32", "--max-model-len", "256", "--gpu-memory-utilization", "0.2"],
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VLLM_TARGET_DEVICE": "cpu",
+                                   "VLLM_SERVER_DEV_MODE": "1"}, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 400
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline, "vllm server did not start in 400 s"
+                time.sleep(2)
+        url = f"http://127.0.0.1:{port}/v1"
+        engine = OpenAIEngine(url, "tiny", tokenizer=tok, weights_dir=str(tmp_path / "weights"))
+        prompts = ["12+34=", "7*8=", "5-9="]
+        groups = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
+        assert logprob_mismatch(model, tok, groups)["rollout/logprob_mismatch_max"] < 1e-4
+        greedy = SamplingConfig(temperature=0.0, max_tokens=6)
+        before = [g.samples[0].text for g in engine.generate(prompts, 1, greedy)]
+        torch.manual_seed(1)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.5 * torch.randn_like(p))
+        engine.update_weights(model)
+        after = [g.samples[0].text for g in engine.generate(prompts, 1, greedy)]
+        assert after != before and after == greedy_complete(model, tok, prompts, 6)
+        groups = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
+        assert logprob_mismatch(model, tok, groups)["rollout/logprob_mismatch_max"] < 1e-3
+
+        cfg = config.load(Config, overrides=[
+            f"output_dir={tmp_path / 'run'}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
+            "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.push_every=2",
+            "grpo.steps=3", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false",
+            "grpo.eval_every=1", "grpo.eval_size=10", "grpo.checkpoint_every=0", "grpo.max_tokens=8"])
+        history, _, _ = train_grpo(cfg, log=lambda *_: None)
+        assert [h["rollout/staleness"] for h in history] == [0, 1, 0]
+        assert ["time/push" in h for h in history] == [False, True, False]
+        assert history[0]["rollout/logprob_mismatch_max"] < 1e-3  # the first push gave the server our weights
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()

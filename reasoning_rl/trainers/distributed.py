@@ -50,8 +50,24 @@ class Ranks:
 
         return [x for part in gather_object([list(items)]) for x in part]  # one list per rank, in rank order
 
+    def no_sync(self, module, skip: bool):
+        """Accumulate without the all-reduce (every micro-batch but a minibatch's last) when `skip`."""
+        import contextlib
+
+        return module.no_sync() if skip and self.acc and hasattr(module, "no_sync") else contextlib.nullcontext()
+
+    def mean(self, x: float) -> float:
+        xs = self.gather([x])
+        return sum(xs) / len(xs)
+
     def max(self, n: int) -> int:
         return max(self.gather([n])) if self.acc else n
+
+    def main_first(self, fn, *args, **kwargs):
+        """fn on rank 0, then on the others (e.g. loading the policy: rank 0 builds the SFT cache once)."""
+        out = fn(*args, **kwargs) if self.main else None
+        self.barrier()
+        return out if self.main else fn(*args, **kwargs)
 
     def barrier(self) -> None:
         if self.acc:

@@ -6,11 +6,14 @@ Ours: a frozen reference copy of the starting policy, response-only sequence log
 in the batch: RPO, TRL's loss_type ["sigmoid", "sft"], same normalisation), AdamW. Both backends report reward margins and accuracy (share of
 pairs with a positive margin) on the training pairs after training.
 
-Not here: IPO/other loss variants in the loop (the loss functions exist), multi-process.
+Under `accelerate launch` our loop wraps the policy in DDP and each rank takes its share of every
+batch of pairs (every rank holds the same pairs in the same order); TRL's trainer runs under the
+launcher on its own. Not here: IPO/other loss variants in the loop (the loss functions exist).
 """
 from __future__ import annotations
 
 import copy
+import os
 import random
 from typing import Sequence
 
@@ -58,20 +61,30 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
 
     from ..losses import dpo_sigmoid
 
+    from .distributed import Ranks
+
     d = cfg.dpo
+    ranks = Ranks()
+    if not ranks.main:
+        log = lambda *_a, **_k: None  # noqa: E731
+    if d.batch_size < ranks.world:
+        raise ValueError(f"dpo.batch_size ({d.batch_size}) must be at least the number of processes ({ranks.world})")
     ref = copy.deepcopy(model).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=d.lr, weight_decay=0.0)
-    rng = random.Random(cfg.seed)
+    policy_t = ranks.wrap(model)  # DDP under a launcher
+    rng = random.Random(cfg.seed)  # the same order on every rank
     rows = list(rows)
     step = 0
     for epoch in range(d.epochs):
         rng.shuffle(rows)
         model.train()
         for i in range(0, len(rows), d.batch_size):
-            chunk = rows[i:i + d.batch_size]
-            lw, ll, n_w = _seq_logps(model, tok, chunk, with_lengths=True)
+            chunk = rows[i:i + d.batch_size][ranks.rank::ranks.world]  # this rank's share of the batch
+            if len(rows[i:i + d.batch_size]) < ranks.world:
+                break  # a last batch too small to give every rank a pair
+            lw, ll, n_w = _seq_logps(policy_t, tok, chunk, with_lengths=True)
             with torch.no_grad():
                 rw, rl = _seq_logps(ref, tok, chunk)
             out = dpo_sigmoid(lw, ll, rw, rl, beta=d.beta)
@@ -88,7 +101,7 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
                 log(f"dpo step {step}  loss {out.loss.item():.4f}  margin {out.metrics['rewards/margins']:+.4f}  "
                     f"acc {out.metrics['rewards/accuracies']:.2f}")
     model.eval()
-    return margins(model, ref, tok, rows, d.beta)
+    return margins(model, ref, tok, rows, d.beta) if ranks.main else {}
 
 
 def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str, log=print) -> dict[str, float]:
@@ -98,7 +111,8 @@ def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str
     d = cfg.dpo
     ref = copy.deepcopy(model).eval()
     ds = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in rows])
-    args = DPOConfig(output_dir=output_dir, per_device_train_batch_size=d.batch_size, learning_rate=d.lr,
+    world = int(os.environ.get("WORLD_SIZE", "1"))  # under a launcher: the same pairs per optimiser step
+    args = DPOConfig(output_dir=output_dir, per_device_train_batch_size=max(1, d.batch_size // world), learning_rate=d.lr,
                      num_train_epochs=d.epochs, beta=d.beta, report_to="none", use_cpu=True,
                      loss_type=["sigmoid", "sft"] if d.rpo_alpha > 0 else ["sigmoid"],
                      loss_weights=[1.0, d.rpo_alpha] if d.rpo_alpha > 0 else None,

@@ -172,7 +172,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             log = lambda *_a, **_k: None  # noqa: E731
     seed_everything(cfg.seed + ranks.rank)
     os.makedirs(cfg.output_dir, exist_ok=True)
-    model, tok = load_policy(cfg, log=log)
+    model, tok = ranks.main_first(load_policy, cfg, log=log)
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
     train_rows, test_rows = make_rows(cfg.tasks)
     by_id = {r["prompt_id"]: r for r in (train_rows[:g.train_prompts] if g.train_prompts else train_rows)}
@@ -185,6 +185,15 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         engine = VLLMEngine(init, dtype="float32", seed=cfg.seed, max_model_len=cfg.model.tiny.max_position_embeddings
                             if cfg.model.name_or_path == "tiny" else None)
         engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
+    elif g.engine == "openai":
+        from ..rollout.openai import OpenAIEngine
+
+        if not g.engine_url or not g.engine_model:
+            raise ValueError(f"grpo.engine=openai needs grpo.engine_url and grpo.engine_model (got "
+                             f"{g.engine_url!r}, {g.engine_model!r})")
+        engine = OpenAIEngine(g.engine_url, g.engine_model, tokenizer=tok,
+                              weights_dir=g.weights_dir or os.path.join(cfg.output_dir, "weights"))
+        engine.update_weights(model)  # the server starts from the trainer's weights
     else:
         engine = HFEngine(model, tok)  # samples from the very object being trained: no push needed
     outcome = outcome_verifier(cfg)
@@ -317,13 +326,17 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                             stats.setdefault(k, []).append(v)
                 sched.step()
                 model.eval()
-                if g.engine != "hf":
+                if g.engine != "hf" and step % g.push_every == 0:
+                    t_push = time.perf_counter()
                     engine.update_weights(model)
+                    m["time/push"] = time.perf_counter() - t_push
                 m.update({k: sum(v) / len(v) for k, v in stats.items()})
                 m["train/samples"] = n
             timing["update"] = time.perf_counter() - t0
             m.update({f"time/{k}": v for k, v in timing.items()})
             m["time/step"] = time.perf_counter() - t_step  # everything but the held-out evaluation
+            # updates the sampling weights lagged behind the trained ones this round (0 = on-policy)
+            m["rollout/staleness"] = 0 if g.engine == "hf" else (step - 1) % g.push_every
             m["curriculum/retired"] = ledger.retired_count()
             if (step % g.eval_every == 0 or step == g.steps) and ranks.main:
                 m["eval/accuracy"] = task_accuracy(model, tok, evals, pool, g.max_tokens)

@@ -82,14 +82,22 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     from ..sft import seed_everything
     from ..tiny.tasks import make_rows
     from . import checkpoint
+    from .distributed import NullWriter, Ranks
     from .grpo import _attach
     from .metrics import MetricsWriter
 
     p = cfg.ppo
     torch.set_num_threads(cfg.num_threads)
-    seed_everything(cfg.seed)
+    ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
+    if ranks.world > 1:
+        if p.prompts_per_step % ranks.world:
+            raise ValueError(f"ppo.prompts_per_step ({p.prompts_per_step}) must be divisible by the number of "
+                             f"processes ({ranks.world})")
+        if not ranks.main:
+            log = lambda *_a, **_k: None  # noqa: E731
+    seed_everything(cfg.seed + ranks.rank)
     os.makedirs(cfg.output_dir, exist_ok=True)
-    model, tok = load_policy(cfg, log=log)
+    model, tok = ranks.main_first(load_policy, cfg, log=log)
     critic = _critic(model)
     ref = copy.deepcopy(model).eval() if p.kl_coef > 0 else None
     train_rows, test_rows = make_rows(cfg.tasks)
@@ -97,67 +105,81 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     engine = HFEngine(model, tok)
     reward = verifiers.Reward((verifiers.Term("math", 1.0),), outcome="math")
     pool = verifiers.VerifierPool(num_workers=p.verifier_workers)
-    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite"))
+    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite")) if ranks.main else None
     sampling = SamplingConfig(temperature=p.temperature, max_tokens=p.max_tokens)
     warm = lambda s: min(1.0, (s + 1) / max(1, p.warmup_steps))  # noqa: E731
     opt = torch.optim.AdamW(model.parameters(), lr=p.lr, betas=(0.9, 0.99), weight_decay=0.0)
     opt_v = torch.optim.AdamW(critic.parameters(), lr=p.critic_lr, betas=(0.9, 0.99), weight_decay=0.0)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, warm) for o in (opt, opt_v)]
+    policy_t, critic_t = ranks.wrap(model), ranks.wrap(critic)  # DDP under a launcher
     kl_ctl = AdaptiveKL(p.kl_coef, p.kl_target, p.kl_horizon)
     bf16 = p.bf16 and (torch.cuda.is_available() or hasattr(torch.backends, "mkldnn"))
     autocast = (lambda: torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)) \
         if bf16 else contextlib.nullcontext
-    rng = random.Random(cfg.seed)
+    rng = random.Random(cfg.seed + ranks.rank)
     evals = test_rows[:p.eval_size]
-    writer = MetricsWriter(cfg.output_dir, p.steps, description="ppo")
-    acc = greedy_accuracy(model, tok, evals)
-    log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
-    writer.write({"step": 0, "eval/accuracy": acc})
+    writer = MetricsWriter(cfg.output_dir, p.steps, description="ppo") if ranks.main else NullWriter()
     archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
-    open(archive_path, "w").close()
+    if ranks.main:
+        acc = greedy_accuracy(model, tok, evals)
+        log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
+        writer.write({"step": 0, "eval/accuracy": acc})
+        open(archive_path, "w").close()
     history: list[dict] = []
     try:
         for step in range(1, p.steps + 1):
             t0 = time.perf_counter()
-            prompts = rng.sample(train_rows, min(p.prompts_per_step, len(train_rows)))
+            prompts = rng.sample(train_rows, min(p.prompts_per_step // ranks.world, len(train_rows)))
             groups = engine.generate(prompts, p.samples_per_prompt, sampling)
             t1 = time.perf_counter()
             groups = _attach(groups, reward, pool)
             t2 = time.perf_counter()
-            ledger.update(groups, "math", step)
-            with open(archive_path, "a", encoding="utf-8") as af:
-                write_groups(af, groups, step)
+            everyone = ranks.gather(groups)  # metrics, ledger and archive see every rank's samples
+            if ranks.main:
+                ledger.update(everyone, "math", step)
+                with open(archive_path, "a", encoding="utf-8") as af:
+                    write_groups(af, everyone, step)
+            all_kept = [(s, r) for g in everyone for s in g.samples
+                        for r in [reward.combine(s.verdicts)] if r is not None and s.token_ids]
+            m = {"step": step, "verify/masked": sum(len(g.samples) for g in everyone) - len(all_kept)}
+            m["reward/mean"] = sum(r for _, r in all_kept) / max(1, len(all_kept))
+            m["reward/std"] = (sum((r - m["reward/mean"]) ** 2 for _, r in all_kept) / max(1, len(all_kept))) ** 0.5
+            m["completions/mean_length"] = sum(len(s.token_ids) for s, _ in all_kept) / max(1, len(all_kept))
+            m["completions/clipped_ratio"] = sum(s.truncated for s, _ in all_kept) / max(1, len(all_kept))
             rows = [(g.prompt, s, reward.combine(s.verdicts)) for g in groups for s in g.samples]
-            kept = [(pr, s, r) for pr, s, r in rows if r is not None and s.token_ids]
-            m = {"step": step, "verify/masked": len(rows) - len(kept)}
+            kept = [(pr, s, r) for pr, s, r in rows if r is not None and s.token_ids]  # this rank's
             scores = [r for _, _, r in kept]
-            m["reward/mean"] = sum(scores) / max(1, len(scores))
-            m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scores) / max(1, len(scores))) ** 0.5
-            m["completions/mean_length"] = sum(len(s.token_ids) for _, s, _ in kept) / max(1, len(kept))
-            m["completions/clipped_ratio"] = sum(s.truncated for _, s, _ in kept) / max(1, len(kept))
-            if kept:
-                p_ids, p_mask = pad_prompts([tok(pr)["input_ids"] for pr, _, _ in kept], tok.pad_token_id)
-                c_ids, c_mask = pad_completions([list(s.token_ids) for _, s, _ in kept], tok.pad_token_id)
-                B, T = c_ids.shape
-                old = torch.zeros(B, T)
-                for j, (_, s, _) in enumerate(kept):
-                    old[j, :len(s.logprobs)] = torch.tensor(s.logprobs)
-                lengths = c_mask.sum(1).long()  # (B,)
-                R = torch.zeros(B, T)
-                R[torch.arange(B), lengths - 1] = torch.tensor(scores)  # outcome reward on the last token
-                with torch.no_grad(), autocast():
-                    values_old = critic(p_ids, p_mask, c_ids, c_mask).float()  # (B, T)
-                    lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=p.temperature or 1.0) \
-                        if ref is not None else None
-                if lref is not None:
-                    m["kl"] = masked_mean(old - lref, c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
-                    if p.kl_in_reward:
-                        R = kl_in_reward(R, old, lref, c_mask, kl_ctl.coef)
-                A, returns = gae(R, values_old, c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
-                if p.whiten_advantages:
-                    mu = masked_mean(A, c_mask)
-                    sd = (((A - mu) ** 2 * c_mask).sum() / c_mask.sum().clamp(min=1)).sqrt().item()
-                    A = (A - mu) / (sd + 1e-8) * c_mask
+            n_mb = ranks.max(-(-len(kept) // p.minibatch_size))  # the same number of optimiser steps on every rank
+            if n_mb:
+                B = len(kept)
+                lref = None
+                if kept:
+                    p_ids, p_mask = pad_prompts([tok(pr)["input_ids"] for pr, _, _ in kept], tok.pad_token_id)
+                    c_ids, c_mask = pad_completions([list(s.token_ids) for _, s, _ in kept], tok.pad_token_id)
+                    T = c_ids.shape[1]
+                    old = torch.zeros(B, T)
+                    for j, (_, s, _) in enumerate(kept):
+                        old[j, :len(s.logprobs)] = torch.tensor(s.logprobs)
+                    lengths = c_mask.sum(1).long()  # (B,)
+                    R = torch.zeros(B, T)
+                    R[torch.arange(B), lengths - 1] = torch.tensor(scores)  # outcome reward on the last token
+                    with torch.no_grad(), autocast():
+                        values_old = critic(p_ids, p_mask, c_ids, c_mask).float()  # (B, T)
+                        lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=p.temperature or 1.0) \
+                            if ref is not None else None
+                    if lref is not None:
+                        m["kl"] = masked_mean(old - lref, c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
+                        if p.kl_in_reward:
+                            R = kl_in_reward(R, old, lref, c_mask, kl_ctl.coef)
+                    A, returns = gae(R, values_old, c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
+                    if p.whiten_advantages:  # over this rank's batch
+                        mu = masked_mean(A, c_mask)
+                        sd = (((A - mu) ** 2 * c_mask).sum() / c_mask.sum().clamp(min=1)).sqrt().item()
+                        A = (A - mu) / (sd + 1e-8) * c_mask
+                if ref is not None and ranks.world > 1:  # one KL coefficient on every rank
+                    kls = [x for x in ranks.gather([m.get("kl")]) if x is not None]
+                    if kls:
+                        m["kl"] = sum(kls) / len(kls)
                 stats: dict[str, list[float]] = {}
                 model.train()
                 critic.train()
@@ -165,29 +187,36 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
                 for _ in range(p.num_epochs):
                     order = list(range(B))
                     rng.shuffle(order)
-                    for i in range(0, B, p.minibatch_size):
-                        mb = order[i:i + p.minibatch_size]
+                    for i in range(n_mb):
+                        mb = order[i * p.minibatch_size:(i + 1) * p.minibatch_size]
                         opt.zero_grad(set_to_none=True)
                         opt_v.zero_grad(set_to_none=True)
+                        if not mb:  # this rank has fewer samples than another: zero losses through DDP
+                            one = torch.tensor([[tok.bos_token_id]])
+                            (policy_t(input_ids=one).logits.sum() * 0.0).backward()
+                            (critic_t(one, torch.ones_like(one), one, torch.ones_like(one)).sum() * 0.0).backward()
                         for k in range(0, len(mb), micro):
                             idx = torch.tensor(mb[k:k + micro])
                             share = len(idx) / len(mb)  # accumulate: the micro-batch's share of the minibatch
-                            with autocast():
-                                logp, ent = token_logprobs(model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
-                                                           temperature=p.temperature or 1.0, return_entropy=True)
-                                v = critic(p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx])
-                            logp, ent, v = logp.float(), ent.float(), v.float()
-                            pol = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=p.eps, agg="token_mean",
-                                           logp_ref=None if p.kl_in_reward or lref is None else lref[idx],
-                                           beta=0.0 if p.kl_in_reward else kl_ctl.coef, kl_estimator="k3")
-                            loss = pol.loss
-                            if p.ent_coef > 0:
-                                eb = entropy_bonus(ent, c_mask[idx])
-                                loss = loss + p.ent_coef * eb.loss
-                            vl = value_loss(v, returns[idx], c_mask[idx], values_old=values_old[idx],
-                                            clip_range=p.vf_clip or None)
-                            (loss * share).backward()
-                            (vl.loss * share).backward()
+                            last = k + micro >= len(mb)  # DDP all-reduces on a minibatch's last micro-batch only
+                            with ranks.no_sync(policy_t, not last), ranks.no_sync(critic_t, not last):
+                                with autocast():
+                                    logp, ent = token_logprobs(policy_t, p_ids[idx], p_mask[idx], c_ids[idx],
+                                                               c_mask[idx], temperature=p.temperature or 1.0,
+                                                               return_entropy=True)
+                                    v = critic_t(p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx])
+                                logp, ent, v = logp.float(), ent.float(), v.float()
+                                pol = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=p.eps, agg="token_mean",
+                                               logp_ref=None if p.kl_in_reward or lref is None else lref[idx],
+                                               beta=0.0 if p.kl_in_reward else kl_ctl.coef, kl_estimator="k3")
+                                loss = pol.loss
+                                if p.ent_coef > 0:
+                                    eb = entropy_bonus(ent, c_mask[idx])
+                                    loss = loss + p.ent_coef * eb.loss
+                                vl = value_loss(v, returns[idx], c_mask[idx], values_old=values_old[idx],
+                                                clip_range=p.vf_clip or None)
+                                (loss * share).backward()
+                                (vl.loss * share).backward()
                             for key, val in {**pol.metrics, **vl.metrics,
                                              "entropy": masked_mean(ent.detach(), c_mask[idx])}.items():
                                 stats.setdefault(key, []).append(val)
@@ -205,7 +234,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
                 if p.adaptive_kl and "kl" in m:
                     m["kl_coef"] = kl_ctl.update(m["kl"])
             m.update({"time/rollout": t1 - t0, "time/verify": t2 - t1, "time/update": time.perf_counter() - t2})
-            if step % p.eval_every == 0 or step == p.steps:
+            if (step % p.eval_every == 0 or step == p.steps) and ranks.main:
                 m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
             history.append(m)
             writer.write(m)
@@ -217,7 +246,10 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
                 f"update {m['time/update']:.2f}s" + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
     finally:
         pool.close()
-        ledger.close()
+        if ledger is not None:
+            ledger.close()
         writer.close()
-    checkpoint.save_final(cfg.output_dir, model, tok)
+    if ranks.main:
+        checkpoint.save_final(cfg.output_dir, model, tok)
+    ranks.barrier()
     return history, model, tok
