@@ -80,10 +80,9 @@ def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str
     one: the arithmetic families), else the direct answer."""
     from .tiny.tasks import worked_solution
 
-    if worked_fraction > 0 and rng.random() < worked_fraction:
-        worked = worked_solution(row)
-        if worked is not None:
-            return worked
+    worked = worked_solution(row) if worked_fraction > 0 else None
+    if worked is not None and rng.random() < worked_fraction:  # rows without one draw nothing: code SFT unchanged
+        return worked
     return row["answer"]
 
 
