@@ -30,26 +30,18 @@ def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
 
     from reasoning_rl.evaluate import greedy_accuracy
     from reasoning_rl.models import load_policy
-    from reasoning_rl.sft import encode_pairs, seed_everything, sft_completion, sft_loss
+    from reasoning_rl.sft import seed_everything, sft_step
     from reasoning_rl.tiny.tasks import make_rows
 
     seed_everything(cfg.seed + 1)
     model, tok = load_policy(cfg, log=lambda *_: None)
     train_rows, _ = make_rows(cfg.tasks)
-    s = cfg.sft
-    opt = torch.optim.AdamW(model.parameters(), lr=0.1 * s.lr, betas=(0.9, 0.98))  # the SFT schedule's floor
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1 * cfg.sft.lr, betas=(0.9, 0.98))  # the SFT schedule's floor
     rng = random.Random(cfg.seed + 1)
     model.train()
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
-        ids, attn, resp = encode_pairs(tok, [r["prompt"] for r in batch],
-                                       [sft_completion(r, s.worked_fraction, rng) for r in batch])
-        loss = sft_loss(model, ids, attn, resp)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
-        opt.step()
+        sft_step(model, tok, opt, train_rows, rng, cfg.sft)
         steps += 1
     model.eval()
     return steps, greedy_accuracy(model, tok, test_rows, cfg.grpo.max_tokens)

@@ -86,6 +86,22 @@ def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str
     return row["answer"]
 
 
+def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, s) -> float:
+    """One optimiser step on a random batch of SFT targets (`s`: an SFTConfig); returns the loss."""
+    import torch
+
+    batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
+    ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch],
+                                   [sft_completion(r, s.worked_fraction, rng) for r in batch])
+    loss = sft_loss(model, ids, attn, resp)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if s.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+    opt.step()
+    return loss.item()
+
+
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     import torch
 
@@ -104,17 +120,10 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     model.train()
     t0 = time.time()
     for step in range(s.steps):
-        batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
-        ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [sft_completion(r, s.worked_fraction, rng) for r in batch])
-        loss = sft_loss(model, ids, attn, resp)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if s.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
-        opt.step()
+        loss = sft_step(model, tokenizer, opt, train_rows, rng, s)
         sched.step()
         if (step + 1) % s.log_every == 0 or step == 0:
-            log(f"sft step {step + 1}/{s.steps}  loss {loss.item():.4f}  lr {sched.get_last_lr()[0]:.2e}  "
+            log(f"sft step {step + 1}/{s.steps}  loss {loss:.4f}  lr {sched.get_last_lr()[0]:.2e}  "
                 f"{time.time() - t0:.0f}s")
     model.eval()
     return model

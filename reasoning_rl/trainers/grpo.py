@@ -266,7 +266,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             generated_all.clear()
             batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step // ranks.world,
                                        g.max_refill_rounds if g.filter_mixed else 0)
-            generated = ranks.gather(generated_all)  # every rank's verified groups (this rank's alone)
+            generated = ranks.gather(generated_all)  # every rank's verified groups (one process: its own)
             if ranks.main:
                 ledger.update(generated, outcome, step, retire_after=g.retire_after or None)
                 with open(archive_path, "a", encoding="utf-8") as af:
