@@ -105,6 +105,7 @@ def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, 
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     import torch
 
+    torch.set_num_threads(cfg.num_threads)  # the cached checkpoint must not depend on which command built it
     seed_everything(cfg.seed)
     s = cfg.sft
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98))
