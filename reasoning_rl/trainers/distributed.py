@@ -38,6 +38,16 @@ class Ranks:
         self.world = self.acc.num_processes if self.acc else 1
         self.main = self.rank == 0
 
+    def share(self, n: int, field: str) -> int:
+        """This rank's share of `n` prompts per step; `n` must divide evenly (the error names the knob)."""
+        if n % self.world:
+            raise ValueError(f"{field} ({n}) must be divisible by the number of processes ({self.world})")
+        return n // self.world
+
+    def logger(self, log):
+        """`log` on rank 0; a no-op on the others (one copy of every line)."""
+        return log if self.main else (lambda *_a, **_k: None)
+
     def wrap(self, model):
         """The module to run forward/backward through: DDP (gradients averaged across ranks) or the model."""
         return self.acc.prepare_model(model) if self.acc else model

@@ -65,8 +65,7 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
 
     d = cfg.dpo
     ranks = Ranks()
-    if not ranks.main:
-        log = lambda *_a, **_k: None  # noqa: E731
+    log = ranks.logger(log)
     if d.batch_size < ranks.world:
         raise ValueError(f"dpo.batch_size ({d.batch_size}) must be at least the number of processes ({ranks.world})")
     ref = copy.deepcopy(model).eval()

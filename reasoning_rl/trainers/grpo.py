@@ -161,15 +161,11 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     g = cfg.grpo
     torch.set_num_threads(cfg.num_threads)
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
-    if ranks.world > 1:
-        if resume:
-            raise ValueError("train grpo --resume: resuming a multi-process run is not supported yet; "
-                             "resume it with one process")
-        if g.prompts_per_step % ranks.world:
-            raise ValueError(f"grpo.prompts_per_step ({g.prompts_per_step}) must be divisible by the number of "
-                             f"processes ({ranks.world})")
-        if not ranks.main:
-            log = lambda *_a, **_k: None  # noqa: E731
+    if ranks.world > 1 and resume:
+        raise ValueError("train grpo --resume: resuming a multi-process run is not supported yet; "
+                         "resume it with one process")
+    prompts_here = ranks.share(g.prompts_per_step, "grpo.prompts_per_step")
+    log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = ranks.main_first(load_policy, cfg, log=log)
@@ -264,7 +260,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
             t_step = time.perf_counter()
             generated_all.clear()
-            batch, refill = fill_batch(sampler.sample, generate, keep, g.prompts_per_step // ranks.world,
+            batch, refill = fill_batch(sampler.sample, generate, keep, prompts_here,
                                        g.max_refill_rounds if g.filter_mixed else 0)
             generated = ranks.gather(generated_all)  # every rank's verified groups (one process: its own)
             if ranks.main:

@@ -89,12 +89,8 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     p = cfg.ppo
     torch.set_num_threads(cfg.num_threads)
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
-    if ranks.world > 1:
-        if p.prompts_per_step % ranks.world:
-            raise ValueError(f"ppo.prompts_per_step ({p.prompts_per_step}) must be divisible by the number of "
-                             f"processes ({ranks.world})")
-        if not ranks.main:
-            log = lambda *_a, **_k: None  # noqa: E731
+    prompts_here = ranks.share(p.prompts_per_step, "ppo.prompts_per_step")
+    log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = ranks.main_first(load_policy, cfg, log=log)
@@ -129,7 +125,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     try:
         for step in range(1, p.steps + 1):
             t0 = time.perf_counter()
-            prompts = rng.sample(train_rows, min(p.prompts_per_step // ranks.world, len(train_rows)))
+            prompts = rng.sample(train_rows, min(prompts_here, len(train_rows)))
             groups = engine.generate(prompts, p.samples_per_prompt, sampling)
             t1 = time.perf_counter()
             groups = _attach(groups, reward, pool)
