@@ -224,7 +224,7 @@ def cmd_train_dpo(args) -> int:
 
         mine = train_rows[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
         pairs, summary = _fresh_pairs(cfg, model, tok, mine, cfg.dpo.samples_per_prompt, PairConfig(),
-                                      log=print if ranks.main else (lambda *_: None))
+                                      log=ranks.logger(print))
         pairs = ranks.gather(pairs)  # every rank trains on the same pairs in the same order
         if ranks.main:
             print(f"pairs: {json.dumps(summary)}" + (f" (rank 0's share; {len(pairs)} pairs from {ranks.world} "

@@ -66,10 +66,6 @@ class Ranks:
 
         return module.no_sync() if skip and self.acc and hasattr(module, "no_sync") else contextlib.nullcontext()
 
-    def mean(self, x: float) -> float:
-        xs = self.gather([x])
-        return sum(xs) / len(xs)
-
     def max(self, n: int) -> int:
         return max(self.gather([n])) if self.acc else n
 
