@@ -7,7 +7,7 @@ and number of steps, each with one torch thread. Printed: seconds per step for e
 (median over the steps after the first), their ratio, both reward curves, and the peak
 memory of one of our training steps against the model + optimiser + activations estimate.
 
-    .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8]
+    .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8] [--seed 0]
 
 Not here: any claim about held-out accuracy (the demo measures that); TRL with vLLM.
 """
@@ -55,7 +55,7 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
                       warmup_steps=0, loss_type="dapo", beta=0.0, epsilon=COMMON["eps_low"],
                       epsilon_high=COMMON["eps_high"], temperature=COMMON["temperature"], top_p=1.0,
                       scale_rewards="group", num_iterations=1, logging_steps=1, save_strategy="no", report_to="none",
-                      use_cpu=True, bf16=False, seed=0, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
+                      use_cpu=True, bf16=False, seed=a.seed, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
                       shuffle_dataset=True)
     ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
     trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward, args=args, train_dataset=ds, processing_class=tok,
@@ -65,13 +65,13 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
     return times, rewards
 
 
-def run_ours(a, out: str) -> tuple[list[float], list[float]]:
+def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     from reasoning_rl import config
     from reasoning_rl.configs import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     cfg = config.load(Config, overrides=[
-        f"output_dir={out}", f"grpo.steps={a.steps}", f"grpo.prompts_per_step={a.prompts}",
+        f"output_dir={out}", f"model.name_or_path={ckpt}", f"seed={a.seed}", f"grpo.steps={a.steps}", f"grpo.prompts_per_step={a.prompts}",
         f"grpo.group_size={a.group}", f"grpo.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
         f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16, help="prompts per step (B)")
     ap.add_argument("--group", type=int, default=8, help="samples per prompt (G)")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0, help="sampling/shuffle seed of both trainers (the SFT start is fixed)")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.memory_child:
@@ -150,7 +151,7 @@ def main() -> None:
     ckpt = build_sft_checkpoint(cfg)
     train_rows, _ = make_rows(cfg.tasks)
     with tempfile.TemporaryDirectory() as tmp:
-        t_ours, r_ours = run_ours(a, os.path.join(tmp, "ours"))
+        t_ours, r_ours = run_ours(ckpt, a, os.path.join(tmp, "ours"))
         t_trl, r_trl = run_trl(ckpt, train_rows, a, os.path.join(tmp, "trl"))
     mem = json.loads(subprocess.run([sys.executable, __file__, "--memory-child", "--prompts", str(a.prompts),
                                      "--group", str(a.group), "--max-tokens", str(a.max_tokens)],

@@ -57,6 +57,9 @@ class GRPOConfig:
     kl_estimator: str = knob("k3", "k1 | k2 | k3", choices=("k1", "k2", "k3"))
     num_iterations: int = knob(1, "optimisation epochs over each batch (mu)", min=1)
     minibatch_size: int = knob(128, "sequences per optimiser step", min=1)
+    length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
+                                  "length, each padded only to its own longest (gradients accumulate to the same "
+                                  "update); 1 = one padded batch", min=1)
     grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
     mask_truncated_completions: bool = knob(False, "leave completions that hit max_tokens out of the loss")
     filter_mixed: bool = knob(True, "keep only groups with a pass and a fail (DAPO dynamic sampling)")

@@ -10,7 +10,8 @@ completion right-padded, concatenated.
 
 Only the last Tc+1 positions' logits are materialised (`logits_to_keep`), and the
 log-softmax is computed as gather - logsumexp, so memory stays (B, Tc, V) at most.
-Not here: batching over micro-batches or any loss.
+`trim_padding` and `length_buckets` cut a padded batch into micro-batches of similar length.
+Not here: any loss.
 """
 from __future__ import annotations
 
@@ -69,3 +70,23 @@ def pad_prompts(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
             ids[i, -len(s):] = torch.tensor(s, dtype=torch.long)
             mask[i, -len(s):] = 1
     return ids, mask
+
+
+def trim_padding(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                 completion_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Drop the columns that are padding in every row: the leading prompt columns (left-padded) and the
+    trailing completion columns (right-padded). The log-probs of the kept tokens do not change."""
+    tp = max(1, int(prompt_mask.sum(-1).max()))
+    tc = max(1, int(completion_mask.sum(-1).max()))
+    Tp = prompt_ids.shape[1]
+    return prompt_ids[:, Tp - tp:], prompt_mask[:, Tp - tp:], completion_ids[:, :tc], completion_mask[:, :tc]
+
+
+def length_buckets(lengths: list[int], buckets: int) -> list[list[int]]:
+    """Positions 0..n-1 sorted by length and cut into up to `buckets` runs of equal count: micro-batches whose
+    rows are of similar length, so padding each to its own longest wastes little."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    if not order:
+        return []
+    size = -(-len(order) // max(1, min(buckets, len(order))))
+    return [order[i:i + size] for i in range(0, len(order), size)]

@@ -88,6 +88,28 @@ def test_stop_strings_cut_the_completion(tiny):
             assert s.finish_reason == "stop"
 
 
+def test_decode_loop_matches_generate_and_truncates(tiny):
+    """decode.sample drops finished rows from the batch and the cache: greedy outputs equal `generate`'s,
+    and top-k 1 or a tiny top-p sample the greedy token while the log-prob stays the untruncated one."""
+    from reasoning_rl.rollout import decode
+
+    model, tok = tiny
+    tok.padding_side = "left"
+    enc = tok(["12+30=", "7*8=", "100-1=", "5="], return_tensors="pt", padding=True)
+    ref = model.generate(**enc, max_new_tokens=10, do_sample=False, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id)[:, enc["input_ids"].shape[1]:]
+    ids, logp, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], 10, tok.eos_token_id, 0.0)
+    for b in range(4):
+        n = int(lengths[b])
+        assert ids[b, :n].tolist() == ref[b, :n].tolist()
+        assert n == 10 or ids[b, n - 1] == tok.eos_token_id
+    for kw in ({"top_k": 1}, {"top_p": 1e-6}):
+        ids2, logp2, lengths2 = decode.sample(model, enc["input_ids"], enc["attention_mask"], 10, tok.eos_token_id,
+                                              1.0, **kw)
+        assert torch.equal(ids2, ids) and torch.equal(lengths2, lengths)
+        assert torch.allclose(logp2, logp, atol=1e-5)  # log softmax(logits / 1.0) before truncation
+
+
 def test_bad_inputs_are_clear_errors(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="n must be >= 1"):

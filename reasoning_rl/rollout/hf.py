@@ -6,6 +6,9 @@ logits of each generation step at the sampling temperature (`output_logits=True`
 A completion ends at EOS (kept as its last token, finish "stop"), at a stop string
 (cut before it, finish "stop"), or at `max_tokens` (finish "length").
 
+Sampling runs in `decode.sample`, which drops each row from the batch and the KV cache as it
+finishes; `generate` is used only when stop strings are asked for.
+
 Not here: KV-cache reuse across groups, speculative decoding, multi-GPU (see vllm).
 """
 from __future__ import annotations
@@ -13,11 +16,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..types import Group, Sample
+from . import decode
 from .base import PromptRow, SamplingConfig, as_rows, render_prompt
 
 
 class HFEngine:
-    def __init__(self, model, tokenizer, batch_size: int = 64) -> None:
+    def __init__(self, model, tokenizer, batch_size: int = 128) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -66,6 +70,15 @@ class HFEngine:
         if s.stop:
             kwargs.update(stop_strings=list(s.stop), tokenizer=tok)
         enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
+            ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
+                                             tok.eos_token_id, s.temperature, s.top_p, s.top_k)
+            result = []
+            for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
+                row, row_lp = row[:n], row_lp[:n]
+                finish = "stop" if row and row[-1] == tok.eos_token_id else "length"
+                result.append(Sample(tok.decode(row, skip_special_tokens=True), tuple(row), tuple(row_lp), finish))
+            return result
         with torch.no_grad():
             out = self.model.generate(**enc, **kwargs)
         new = out.sequences[:, enc["input_ids"].shape[1]:]  # (B, steps)

@@ -139,6 +139,44 @@ def _process_advantages(groups, valid, tok):
     return ADVANTAGES.get("process")(r, ends, m, T)
 
 
+def _update(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str, float]:
+    """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
+    length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
+    its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
+    gradient equals that of one padded batch. Returns the minibatch's metrics (token-weighted; ratio/max the max)."""
+    import torch
+
+    from ..logprobs import length_buckets, token_logprobs, trim_padding
+    from ..losses import ppo_clip
+
+    p_ids, p_mask, c_ids, c_mask, old, A = (t[idx] for t in tensors)
+    T = c_mask.sum()
+    chunks = length_buckets((p_mask.sum(-1) + c_mask.sum(-1)).tolist(), g.length_buckets)
+    metrics: dict[str, float] = {}
+    for k, chunk in enumerate(chunks):
+        sub = torch.tensor(chunk, dtype=torch.long)
+        pi, pm, ci, cm = trim_padding(p_ids[sub], p_mask[sub], c_ids[sub], c_mask[sub])
+        tc = ci.shape[1]
+        A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
+        share = float(cm.sum() / T)  # of the minibatch's tokens
+        w = share if agg == "token_mean" else len(chunk) / len(idx)
+        with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
+            logp = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0)
+            lref = None
+            if ref is not None:
+                with torch.no_grad():
+                    lref = token_logprobs(ref, pi, pm, ci, cm, temperature=g.temperature or 1.0)
+            out = ppo_clip(logp, old[sub][:, :tc], A_sub, cm, eps_low=g.eps_low, eps_high=g.eps_high, agg=agg,
+                           max_len=g.max_tokens, logp_ref=lref, beta=g.beta, kl_estimator=g.kl_estimator)
+            (out.loss * w).backward()
+        for name, v in out.metrics.items():
+            if name == "ratio/max":
+                metrics[name] = max(metrics.get(name, v), v)
+            else:
+                metrics[name] = metrics.get(name, 0.0) + (w if name == "loss/policy" else share) * v
+    return metrics
+
+
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
                resume: bool = False):
     """Run GRPO as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
@@ -151,8 +189,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
 
     from ..archive import write_groups
     from ..evaluate import task_accuracy
-    from ..logprobs import token_logprobs
-    from ..losses import GRPO_LOSS_AGGREGATION, ppo_clip
+    from ..losses import GRPO_LOSS_AGGREGATION
     from ..models import load_policy
     from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
     from ..sft import seed_everything
@@ -289,7 +326,6 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             if n_mb:
                 if tensors is not None and (step % g.eval_every == 1 or g.eval_every == 1):
                     m.update(logprob_mismatch(model, tok, batch[:8], temperature=g.temperature or 1.0))
-                p_ids, p_mask, c_ids, c_mask, old, A = tensors if tensors is not None else (None,) * 6
                 model.train()
                 stats: dict[str, list[float]] = {}
                 for _ in range(g.num_iterations):
@@ -297,23 +333,12 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                     rng.shuffle(order)
                     for j in range(n_mb):
                         idx = torch.tensor(order[j * g.minibatch_size:(j + 1) * g.minibatch_size], dtype=torch.long)
+                        opt.zero_grad(set_to_none=True)
                         if len(idx) == 0:  # this rank has fewer samples than another: a zero loss through DDP
-                            loss = train_model(input_ids=torch.tensor([[tok.bos_token_id]])).logits.sum() * 0.0
+                            train_model(input_ids=torch.tensor([[tok.bos_token_id]])).logits.sum().mul(0.0).backward()
                             metrics = {}
                         else:
-                            logp = token_logprobs(train_model, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
-                                                  temperature=g.temperature or 1.0)
-                            lref = None
-                            if ref is not None:
-                                with torch.no_grad():
-                                    lref = token_logprobs(ref, p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx],
-                                                          temperature=g.temperature or 1.0)
-                            out = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=g.eps_low,
-                                           eps_high=g.eps_high, agg=agg, max_len=g.max_tokens, logp_ref=lref,
-                                           beta=g.beta, kl_estimator=g.kl_estimator)
-                            loss, metrics = out.loss, out.metrics
-                        opt.zero_grad(set_to_none=True)
-                        loss.backward()
+                            metrics = _update(train_model, ref, ranks, g, agg, tensors, idx)
                         if g.grad_clip > 0:
                             stats.setdefault("grad_norm", []).append(
                                 float(torch.nn.utils.clip_grad_norm_(model.parameters(), g.grad_clip)))

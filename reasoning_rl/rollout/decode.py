@@ -1,0 +1,87 @@
+"""A KV-cache sampling loop that stops computing a row the moment it finishes.
+
+`transformers.generate` keeps every row of the batch in each forward pass until the last
+row ends (a finished row is fed padding). On RL rollouts the lengths spread widely (a
+4-token answer beside a 28-token worked solution in the same group), so most of that
+compute is spent on finished rows. Here, after each step the rows that emitted EOS are
+dropped from the batch and from the cache (`Cache.batch_select_indices`), so a step costs
+what its live rows cost.
+
+    sample(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p, top_k)
+      input_ids, attention_mask: (B, Tp) left-padded prompts
+      -> ids (B, max_tokens) (pad = eos_id after the end), logp (B, max_tokens), lengths (B,)
+
+logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
+rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
+Sampling draws from torch's global generator, like `generate`, so a seeded run repeats.
+
+Not here: stop strings (the engine falls back to `generate` for those), beam search,
+speculative decoding, or prefix sharing across a group's identical prompts.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+
+def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
+    """Logits with everything outside the top-k / top-p nucleus set to -inf. (b, V) -> (b, V)"""
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (b, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        outside = probs.cumsum(-1) - probs > top_p  # mass before this token already exceeds top_p; the first stays
+        sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+@torch.no_grad()
+def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id: int,
+           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    from transformers import DynamicCache
+
+    B, dev = input_ids.shape[0], input_ids.device
+    ids = torch.full((B, max_tokens), eos_id, dtype=torch.long, device=dev)  # (B, max_tokens)
+    logp = torch.zeros(B, max_tokens, device=dev)
+    lengths = torch.full((B,), max_tokens, dtype=torch.long, device=dev)
+    alive = torch.arange(B, device=dev)  # rows of the original batch still generating
+    mask = attention_mask
+    pos = mask.long().cumsum(-1) - 1  # (B, Tp): left padding does not shift positions
+    cache = DynamicCache(config=model.config)
+    # transformers >= 5.2x names the argument `cache` (`past_key_values` is deprecated); older ones only know the latter
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,
+                logits_to_keep=1, **{kw: cache})
+    pos = pos[:, -1]  # (b,) position of each live row's last token
+    for t in range(max_tokens):
+        logits = out.logits[:, -1, :].float()  # (b, V)
+        if temperature == 0:
+            nxt = logits.argmax(-1)
+            lp = torch.log_softmax(logits, -1)
+        else:
+            logits = logits / temperature
+            lp = torch.log_softmax(logits, -1)
+            probs = torch.softmax(_truncate(logits, top_p, top_k), -1)
+            nxt = torch.multinomial(probs, 1).squeeze(-1)  # (b,)
+        ids[alive, t] = nxt
+        logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+        done = nxt == eos_id
+        lengths[alive[done]] = t + 1
+        if t == max_tokens - 1:
+            break
+        if done.any():
+            keep = (~done).nonzero().squeeze(-1)
+            if keep.numel() == 0:
+                break
+            cache.batch_select_indices(keep)
+            alive, nxt, mask, pos = alive[keep], nxt[keep], mask[keep], pos[keep]
+        pos = pos + 1
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+        out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=pos.unsqueeze(-1),
+                    use_cache=True, **{kw: cache})
+    return ids, logp, lengths
