@@ -144,7 +144,7 @@ def cmd_train_ppo(args) -> int:
     cfg = _load_config(args)
     from .trainers.ppo import train_ppo
 
-    history, _, _ = train_ppo(cfg)
+    history, _, _ = train_ppo(cfg, resume=args.resume)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
         print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
@@ -327,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_train_grpo)
     q = tsub.add_parser("ppo", help="PPO (critic + GAE) under the math verifier on the configured tasks")
     _add_config_args(q)
+    q.add_argument("--resume", action="store_true", help="continue from output_dir/checkpoint (same trajectory)")
     q.set_defaults(func=cmd_train_ppo)
     q = tsub.add_parser("prm", help="the tiny process reward model on generated step-by-step solutions")
     _add_config_args(q)

@@ -117,6 +117,7 @@ class PPOConfig:
     eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
     train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
+    checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def test_train_dpo_under_accelerate_launch(tmp_path):
     """DPO (ours), 2 processes: each rank samples half the prompts, the pairs are gathered so both ranks
     train on the same pairs; rank 0 alone reports and saves (and alone builds the SFT checkpoint)."""
     r = _launch(["train", "dpo", "--set", f"output_dir={tmp_path}", "--set", "dpo.sample_prompts=40",
-                 "--set", "sft.steps=300", "--set", "sft.eval_size=10",  # the SFT cache test_grpo_resume shares
+                 "--set", "sft.steps=300", "--set", "sft.eval_size=10",  # the SFT settings test_resume.py uses
                  "--set", "dpo.eval_size=20", "--set", "dpo.batch_size=8"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from 2 ranks" in r.stdout and r.stdout.count("dpo (ours, ") == 1

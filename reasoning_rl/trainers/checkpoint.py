@@ -6,6 +6,8 @@ sampler and the minibatch shuffle), the step, a consistent copy of the curriculu
 (SQLite backup API), and how many lines metrics.jsonl and archive.jsonl had, so a resumed
 run truncates what the killed run wrote after it. Written to a temporary directory and
 renamed into place, so a kill mid-save leaves the previous checkpoint intact.
+`extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
+scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def _lines(path: str) -> int:
 
 
 def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqlite3.Connection,
-         logs: tuple[str, ...]) -> str:
+         logs: tuple[str, ...], extra: dict | None = None) -> str:
     import torch
 
     final = os.path.join(output_dir, NAME)
@@ -33,7 +35,8 @@ def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn:
     os.makedirs(tmp)
     torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
-                "log_lines": {os.path.basename(p): _lines(p) for p in logs}}, os.path.join(tmp, "state.pt"))
+                "log_lines": {os.path.basename(p): _lines(p) for p in logs},
+                "extra": {k: o.state_dict() for k, o in (extra or {}).items()}}, os.path.join(tmp, "state.pt"))
     dst = sqlite3.connect(os.path.join(tmp, "ledger.sqlite"))
     try:
         ledger_conn.backup(dst)
@@ -56,7 +59,7 @@ def restore_ledger(output_dir: str, ledger_path: str) -> None:
     shutil.copyfile(src, ledger_path)
 
 
-def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...]) -> int:
+def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], extra: dict | None = None) -> int:
     """Restore states and truncate the logs; returns the checkpoint's step."""
     import torch
 
@@ -70,6 +73,10 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...]) 
     torch.set_rng_state(state["torch_rng"])
     for k, r in rngs.items():
         r.setstate(state["py_rngs"][k])
+    for k, o in (extra or {}).items():
+        if k not in state.get("extra", {}):
+            raise ValueError(f"--resume: the checkpoint at {path} has no {k!r} state (written by another trainer?)")
+        o.load_state_dict(state["extra"][k])
     for p in logs:
         keep = state["log_lines"].get(os.path.basename(p), 0)
         if os.path.exists(p):

@@ -13,8 +13,9 @@ One round (a "step"):
 
 The critic is a copy of the policy's transformer with a scalar head initialised at zero, so
 V starts at 0 and learns the pass rate. TRL 1.16 ships no PPO trainer; this fills that gap.
-Not here: resume from a checkpoint (GRPO has it), a reward model (rewards are verifiers'),
-multi-process training.
+Checkpoints (`checkpoint_every`) hold policy, critic, both optimisers and schedulers, the KL
+controller, the RNGs and the ledger: a killed run continues the same trajectory with `resume=True`.
+Not here: a reward model (rewards are verifiers'), resuming a multi-process run.
 """
 from __future__ import annotations
 
@@ -64,9 +65,18 @@ class AdaptiveKL:
         self.coef *= 1.0 + err * n_steps / self.horizon
         return self.coef
 
+    def state_dict(self) -> dict:
+        return {"coef": self.coef}
 
-def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None):
-    """Run PPO as configured. Returns (history, model, tokenizer)."""
+    def load_state_dict(self, state: dict) -> None:
+        self.coef = float(state["coef"])
+
+
+def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
+              resume: bool = False):
+    """Run PPO as configured. Returns (history, model, tokenizer).
+
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
     import torch
 
     import verifiers
@@ -89,6 +99,9 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     p = cfg.ppo
     torch.set_num_threads(cfg.num_threads)
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
+    if ranks.world > 1 and resume:
+        raise ValueError("train ppo --resume: resuming a multi-process run is not supported yet; resume it with one "
+                         "process")
     prompts_here = ranks.share(p.prompts_per_step, "ppo.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
@@ -101,7 +114,10 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     engine = HFEngine(model, tok)
     reward = verifiers.Reward((verifiers.Term("math", 1.0),), outcome="math")
     pool = verifiers.VerifierPool(num_workers=p.verifier_workers)
-    ledger = Ledger(os.path.join(cfg.output_dir, "ledger.sqlite")) if ranks.main else None
+    ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
+    if resume:
+        checkpoint.restore_ledger(cfg.output_dir, ledger_path)
+    ledger = Ledger(ledger_path) if ranks.main else None
     sampling = SamplingConfig(temperature=p.temperature, max_tokens=p.max_tokens)
     warm = lambda s: min(1.0, (s + 1) / max(1, p.warmup_steps))  # noqa: E731
     opt = torch.optim.AdamW(model.parameters(), lr=p.lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -114,16 +130,23 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
         if bf16 else contextlib.nullcontext
     rng = random.Random(cfg.seed + ranks.rank)
     evals = test_rows[:p.eval_size]
-    writer = MetricsWriter(cfg.output_dir, p.steps, description="ppo") if ranks.main else NullWriter()
     archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
-    if ranks.main:
+    metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
+    states = {"critic": critic, "opt_v": opt_v, "sched_v": scheds[1], "kl": kl_ctl}
+    start = 1
+    if resume:
+        start = checkpoint.load(cfg.output_dir, model, opt, scheds[0], {"shuffle": rng}, (metrics_path, archive_path),
+                                extra=states) + 1
+        log(f"resumed from {os.path.join(cfg.output_dir, checkpoint.NAME)} at step {start - 1}")
+    writer = MetricsWriter(cfg.output_dir, p.steps, append=resume, description="ppo") if ranks.main else NullWriter()
+    if ranks.main and not resume:
         acc = greedy_accuracy(model, tok, evals)
         log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
         writer.write({"step": 0, "eval/accuracy": acc})
         open(archive_path, "w").close()
     history: list[dict] = []
     try:
-        for step in range(1, p.steps + 1):
+        for step in range(start, p.steps + 1):
             t0 = time.perf_counter()
             prompts = rng.sample(train_rows, min(prompts_here, len(train_rows)))
             groups = engine.generate(prompts, p.samples_per_prompt, sampling)
@@ -240,6 +263,9 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
                 f"value {m.get('loss/value', float('nan')):.4f}  kl {m.get('kl', 0):.4f}  "
                 f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {m['time/rollout']:.2f}s "
                 f"update {m['time/update']:.2f}s" + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
+            if p.checkpoint_every and step % p.checkpoint_every == 0 and ranks.main:
+                checkpoint.save(cfg.output_dir, step, model, opt, scheds[0], {"shuffle": rng}, ledger.conn,
+                                (metrics_path, archive_path), extra=states)
     finally:
         pool.close()
         if ledger is not None:

@@ -1,0 +1,84 @@
+"""Kill-and-resume: a GRPO or PPO run killed with SIGKILL and resumed continues the same trajectory."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from .conftest import PY, run_env
+
+SFT = ["sft.steps=300", "sft.eval_size=10"]
+OVERRIDES = {  # 6 steps, a checkpoint every 2, 6 prompts x 4 samples per step
+    "grpo": ["grpo.steps=6", "grpo.checkpoint_every=2", "grpo.prompts_per_step=6", "grpo.group_size=4",
+             "grpo.eval_every=3", "grpo.eval_size=30", "grpo.train_prompts=48", "grpo.filter_mixed=false",
+             "grpo.verifier_workers=1", "grpo.lr=3e-4"],
+    # PPO: two minibatches per epoch, and the adaptive KL controller's coefficient is state too
+    "ppo": ["ppo.steps=6", "ppo.checkpoint_every=2", "ppo.prompts_per_step=6", "ppo.samples_per_prompt=4",
+            "ppo.eval_every=3", "ppo.eval_size=30", "ppo.train_prompts=48", "ppo.verifier_workers=1", "ppo.lr=3e-4",
+            "ppo.minibatch_size=12", "ppo.adaptive_kl=true", "ppo.kl_horizon=10"],
+}
+
+
+def _cmd(algo, out, *extra):
+    args = [PY, "-m", "reasoning_rl", "train", algo, "--set", f"output_dir={out}", *extra]
+    for o in SFT + OVERRIDES[algo]:
+        args += ["--set", o]
+    return args
+
+
+@pytest.fixture(scope="module")
+def sft_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")  # the SFT warm start is built once for both trainers
+
+
+def _metrics(out):
+    rows = [json.loads(x) for x in open(os.path.join(out, "metrics.jsonl")).read().splitlines()]
+    return {r["step"]: {k: v for k, v in r.items() if not k.startswith("time/")} for r in rows}
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sft_cache, algo):
+    env = run_env(REASONING_RL_CACHE=str(sft_cache))
+    a, b = tmp_path / "a", tmp_path / "b"
+    r = subprocess.run(_cmd(algo, a), capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    proc = subprocess.Popen(_cmd(algo, b), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:  # kill between checkpoints: after step 3 was logged
+            p = b / "metrics.jsonl"
+            if p.exists() and any(json.loads(x)["step"] == 3 for x in p.read_text().splitlines() if x.strip()):
+                break
+            assert proc.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    assert (b / "checkpoint" / "state.pt").exists()
+
+    r = subprocess.run(_cmd(algo, b, "--resume"), capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ma, mb = _metrics(a), _metrics(b)
+    assert sorted(mb) == sorted(ma) == list(range(7))  # no step lost or logged twice
+    assert any(ma[s].get("train/samples") for s in range(1, 7)), "nothing was trained: the test would prove nothing"
+    for step in range(1, 7):
+        for key, va in ma[step].items():
+            vb = mb[step][key]
+            assert vb == pytest.approx(va, rel=1e-5, abs=1e-6), (step, key, va, vb)
+    wa = torch.load(a / "checkpoint" / "state.pt", weights_only=False)["model"]
+    wb = torch.load(b / "checkpoint" / "state.pt", weights_only=False)["model"]
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+    if algo == "ppo":  # the critic and the KL coefficient continued too
+        ea = torch.load(a / "checkpoint" / "state.pt", weights_only=False)["extra"]
+        eb = torch.load(b / "checkpoint" / "state.pt", weights_only=False)["extra"]
+        assert all(torch.allclose(ea["critic"][k], eb["critic"][k], atol=1e-6) for k in ea["critic"])
+        assert eb["kl"]["coef"] == pytest.approx(ea["kl"]["coef"], rel=1e-6) and ea["kl"]["coef"] != 0.02
+    na = len((a / "archive.jsonl").read_text().splitlines())
+    assert na == len((b / "archive.jsonl").read_text().splitlines()) == 6 * 6 * 4
