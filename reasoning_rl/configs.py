@@ -60,6 +60,7 @@ class GRPOConfig:
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
                                   "length, each padded only to its own longest (gradients accumulate to the same "
                                   "update); 1 = one padded batch", min=1)
+    bf16: bool = knob(False, "autocast the update's forward passes to bfloat16 (where the device supports it)")
     grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
     mask_truncated_completions: bool = knob(False, "leave completions that hit max_tokens out of the loss")
     filter_mixed: bool = knob(True, "keep only groups with a pass and a fail (DAPO dynamic sampling)")

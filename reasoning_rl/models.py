@@ -36,3 +36,17 @@ def load_policy(cfg: Config, log=print):
     tok.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(name)
     return model.eval(), tok
+
+
+def autocast(enabled: bool, model=None):
+    """A context that runs forward passes in bfloat16 where `enabled` (autocast on the model's device type:
+    cuda, or cpu with oneDNN), else a no-op. Log-probs and losses are upcast to float32 by their callers."""
+    import contextlib
+
+    import torch
+
+    if not enabled:
+        return contextlib.nullcontext()
+    device = model.device.type if model is not None and hasattr(model, "device") else (
+        "cuda" if torch.cuda.is_available() else "cpu")
+    return torch.autocast(device, dtype=torch.bfloat16)

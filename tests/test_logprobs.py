@@ -85,7 +85,8 @@ def test_length_buckets_partition_by_length():
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
 def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
-    share) gives the same gradient and metrics as one padded batch, for each token aggregation."""
+    share) gives the same gradient and metrics as one padded batch, for each token aggregation; `grpo.bf16`
+    autocasts it to a gradient within 10% of float32's."""
     from reasoning_rl.losses import GRPO_LOSS_AGGREGATION
     from reasoning_rl.trainers.distributed import Ranks
     from reasoning_rl.trainers.grpo import _update
@@ -103,13 +104,15 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     tensors = (p_ids, p_mask, c_ids, c_mask, old * c_mask, A)
     idx = torch.arange(n)
     grads, metrics = [], []
-    for buckets in (1, 4):
-        g = config.load(Config, overrides=[f"grpo.length_buckets={buckets}", f"grpo.loss_type={loss_type}"]).grpo
+    for extra in (["grpo.length_buckets=1"], ["grpo.length_buckets=4"], ["grpo.length_buckets=4", "grpo.bf16=true"]):
+        g = config.load(Config, overrides=extra + [f"grpo.loss_type={loss_type}"]).grpo
         model.zero_grad()
         metrics.append(_update(model, None, Ranks(), g, GRPO_LOSS_AGGREGATION[loss_type], tensors, idx))
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert grads[0].abs().max() > 1e-4  # a real gradient
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()
+    bf16_err = ((grads[2] - grads[0]).norm() / grads[0].norm()).item()  # autocast is on, and close to float32
+    assert 0 < bf16_err < 0.1, bf16_err
     for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max"):
         assert metrics[1][k] == pytest.approx(metrics[0][k], abs=1e-5), k
     model.zero_grad()

@@ -148,6 +148,7 @@ def _update(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str, float]:
 
     from ..logprobs import length_buckets, token_logprobs, trim_padding
     from ..losses import ppo_clip
+    from ..models import autocast
 
     p_ids, p_mask, c_ids, c_mask, old, A = (t[idx] for t in tensors)
     T = c_mask.sum()
@@ -161,11 +162,12 @@ def _update(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str, float]:
         share = float(cm.sum() / T)  # of the minibatch's tokens
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
-            logp = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0)
-            lref = None
-            if ref is not None:
-                with torch.no_grad():
-                    lref = token_logprobs(ref, pi, pm, ci, cm, temperature=g.temperature or 1.0)
+            with autocast(g.bf16):
+                logp = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0)
+                lref = None
+                if ref is not None:
+                    with torch.no_grad():
+                        lref = token_logprobs(ref, pi, pm, ci, cm, temperature=g.temperature or 1.0)
             out = ppo_clip(logp, old[sub][:, :tc], A_sub, cm, eps_low=g.eps_low, eps_high=g.eps_high, agg=agg,
                            max_len=g.max_tokens, logp_ref=lref, beta=g.beta, kl_estimator=g.kl_estimator)
             (out.loss * w).backward()

@@ -19,7 +19,6 @@ Not here: a reward model (rewards are verifiers'), resuming a multi-process run.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import random
@@ -87,6 +86,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     from ..evaluate import greedy_accuracy
     from ..logprobs import pad_completions, pad_prompts, token_logprobs
     from ..losses import entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
+    from ..models import autocast as autocast_to
     from ..models import load_policy
     from ..rollout import HFEngine, SamplingConfig
     from ..sft import seed_everything
@@ -125,9 +125,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, warm) for o in (opt, opt_v)]
     policy_t, critic_t = ranks.wrap(model), ranks.wrap(critic)  # DDP under a launcher
     kl_ctl = AdaptiveKL(p.kl_coef, p.kl_target, p.kl_horizon)
-    bf16 = p.bf16 and (torch.cuda.is_available() or hasattr(torch.backends, "mkldnn"))
-    autocast = (lambda: torch.autocast("cpu" if not torch.cuda.is_available() else "cuda", dtype=torch.bfloat16)) \
-        if bf16 else contextlib.nullcontext
+    autocast = lambda: autocast_to(p.bf16, model)  # noqa: E731
     rng = random.Random(cfg.seed + ranks.rank)
     evals = test_rows[:p.eval_size]
     archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
