@@ -72,6 +72,9 @@ class GRPOConfig:
     eval_every: int = knob(10, "held-out greedy accuracy every N steps (400 prompts: about 8 s)", min=1)
     eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
+    rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
+                                  "while the next is generated: > 1 hides slow verification (code tasks: 4) behind "
+                                  "generation, at the cost of smaller generation batches", min=1)
     verifier_backend: str = knob("process", "process (local workers) | ray (Ray actors; RAY_ADDRESS joins a cluster)",
                                  choices=("process", "ray"))
     engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "

@@ -9,20 +9,25 @@ from reasoning_rl.trainers.grpo import train_grpo
 
 
 @pytest.mark.timeout(300)
-def test_grpo_loop_mechanics(tmp_path):
+@pytest.mark.parametrize("chunks", [1, 3])  # 3: each round generated in chunks, verified in the background
+def test_grpo_loop_mechanics(tmp_path, chunks):
     cfg = config.load(Config, overrides=[
         f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1",
         "grpo.steps=2", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.eval_size=20", "grpo.eval_every=1",
-        "grpo.filter_mixed=false", "grpo.beta=0.04", "grpo.train_prompts=32", "grpo.verifier_workers=1"])
+        "grpo.filter_mixed=false", "grpo.beta=0.04", "grpo.train_prompts=32", "grpo.verifier_workers=1",
+        f"grpo.rollout_chunks={chunks}"])
     history, model, tok = train_grpo(cfg, log=lambda *_: None)
     assert [h["step"] for h in history] == [1, 2]
     for key in ("reward/mean", "groups/pct_mixed", "frac_reward_zero_std", "curriculum/yield", "time/rollout",
-                "time/verify", "time/update", "completions/mean_length", "eval/accuracy"):
+                "time/verify", "time/verify_busy", "time/update", "completions/mean_length", "eval/accuracy"):
         assert key in history[-1], key
     trained = [h for h in history if "train/samples" in h]
     assert all(h["train/samples"] == 16 for h in trained)  # 4 groups x 4 samples, none masked
     assert all("kl" in h and "clip_ratio/region" in h for h in trained)
     assert "rollout/logprob_mismatch_max" in history[0] and history[0]["rollout/logprob_mismatch_max"] < 1e-3
+    assert all(h["time/verify_busy"] > 0 for h in history)
+    archive = [json.loads(x) for x in (tmp_path / "archive.jsonl").read_text().splitlines()]
+    assert len(archive) == 2 * 4 * 4 and len({(r["step"], r["prompt_id"]) for r in archive}) == 2 * 4
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines[0]["step"] == 0 and lines[-1]["step"] == 2
     assert (tmp_path / "final" / "config.json").exists() and (tmp_path / "ledger.sqlite").exists()

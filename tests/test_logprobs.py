@@ -89,7 +89,7 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     autocasts it to a gradient within 10% of float32's."""
     from reasoning_rl.losses import GRPO_LOSS_AGGREGATION
     from reasoning_rl.trainers.distributed import Ranks
-    from reasoning_rl.trainers.grpo import _update
+    from reasoning_rl.trainers.grpo_batch import update_minibatch as _update
 
     model, tok = tiny
     gen = torch.Generator().manual_seed(0)

@@ -20,7 +20,7 @@ class Hangs(Verifier):
     spec = VerifierSpec(needs=(), default_timeout=0.5)
 
     def verify(self, completion, reference=None, **o):
-        if completion == "hang":
+        if completion.startswith("hang"):
             while True:
                 pass
         return Verdict.correct()
@@ -72,7 +72,7 @@ def pool():
 def test_hanging_verifier_times_out_and_pool_carries_on(pool):
     t0 = time.monotonic()
     out = pool.run([Call("test_hangs", "hang", None, {}), Call("test_hangs", "ok", None, {}),
-                    Call("test_hangs", "hang", None, {}), Call("test_hangs", "ok", None, {})])
+                    Call("test_hangs", "hang again", None, {}), Call("test_hangs", "ok 2", None, {})])
     assert [v.status for v in out] == [Status.TIMEOUT, Status.CORRECT, Status.TIMEOUT, Status.CORRECT]
     assert all(v.score is None for v in out if v.status is Status.TIMEOUT)  # masked, never 0
     assert pool.workers_replaced == 2
@@ -114,6 +114,25 @@ def test_cache_hits_skip_the_worker(pool):
     m = pool.metrics()
     assert m["verifier/test_counts/calls"] == 3 and m["verifier/test_counts/cache_hit_rate"] == pytest.approx(1 / 3)
     assert "verifier/test_counts/latency_p50_ms" in m and "verifier/test_counts/latency_p99_ms" in m
+
+
+@pytest.mark.timeout(60)
+def test_identical_calls_in_one_batch_run_once():
+    """A policy that repeats itself sends the same program several times in one batch: it is verified once and
+    the copies share its verdict; a timed-out call shares its TIMEOUT (masked) and is still not cached."""
+    p = VerifierPool(num_workers=2)
+    try:
+        calls = [Call("test_counts", "dup", "ref", {})] * 3 + [Call("test_counts", "dup2", "ref", {}),
+                                                               Call("test_hangs", "hang", None, {"timeout": 0.2})] * 2
+        out = p.run(calls)
+        assert out[0] is out[1] is out[2] and out[3] is out[5] and out[4] is out[6]
+        assert out[4].status is Status.TIMEOUT
+        m = p.metrics()
+        assert m["verifier/test_counts/calls"] == 5 and m["verifier/test_counts/cache_hit_rate"] == pytest.approx(3 / 5)
+        assert p.run([Call("test_hangs", "hang", None, {"timeout": 0.2})])[0].status is Status.TIMEOUT
+        assert p.metrics()["verifier/test_hangs/calls"] == 3
+    finally:
+        p.close()
 
 
 @pytest.mark.timeout(60)

@@ -207,7 +207,8 @@ class VerifierPool:
     timeout:     seconds per call; None = the verifier's `time_budget` for the call, else `spec.default_timeout`
                  (a `timeout=` option on a call overrides both).
     memory_mb:   address-space cap per worker (0 = none).
-    cache_size:  deterministic verdicts kept in memory (0 = no cache).
+    cache_size:  deterministic verdicts kept in memory (0 = no cache); with the cache on, identical deterministic
+                 calls in one batch also run once.
     backend:     "process" (local worker processes) or "ray" (Ray actors, any number of nodes: the same
                  timeouts, statuses and cache; `ray_address` joins an existing cluster, else a local one).
     """
@@ -269,6 +270,8 @@ class VerifierPool:
         pending: list[int] = []
         objs: dict[str, Verifier] = {}
         keys: dict[int, str] = {}
+        first: dict[str, int] = {}  # cache key -> the call in this batch that computes it
+        repeats: list[tuple[int, int]] = []  # (call, the identical earlier call whose verdict it shares)
         for i, c in enumerate(calls):
             v = objs.get(c.verifier) or _v.get(c.verifier)
             objs[c.verifier] = v
@@ -281,6 +284,10 @@ class VerifierPool:
                     results[i] = hit
                     self.stats.record(c.verifier, hit, None, True)
                     continue
+                if k in first:  # the same deterministic call twice in one batch (a policy repeating itself): run once
+                    repeats.append((i, first[k]))
+                    continue
+                first[k] = i
             pending.append(i)
         pending.reverse()
         self._ensure_workers()
@@ -336,6 +343,9 @@ class VerifierPool:
                     verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
                                                                "worker killed and replaced")
                     self._finish(i, calls[i], verdict, now - w.started, results, keys)
+        for i, j in repeats:
+            results[i] = results[j]
+            self.stats.record(calls[i].verifier, results[j], None, True)
         return results  # type: ignore[return-value]
 
     # -- helpers -----------------------------------------------------------------

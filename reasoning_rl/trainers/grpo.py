@@ -24,15 +24,18 @@ Not here (yet): resuming a multi-process run.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import os
 import random
 import time
+import weakref
 from typing import Callable
 
 from ..configs import Config
 from . import checkpoint
 from .distributed import NullWriter, Ranks
+from .grpo_batch import tensors_from_groups, update_minibatch
 from .metrics import MetricsWriter
 
 
@@ -58,125 +61,6 @@ def _attach(groups, reward, pool):
             k += 1
         out.append(Group(g.prompt_id, g.prompt, g.task, samples))
     return out
-
-
-def _tensors(groups, reward, tok, gcfg):
-    """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable."""
-    import torch
-
-    from ..advantages import ADVANTAGES
-    from ..logprobs import pad_completions, pad_prompts
-
-    scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
-    R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
-    valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
-                          for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
-    if gcfg.advantage == "process":
-        valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
-        A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
-    else:
-        kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
-        A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
-    rows = []
-    for b, g in enumerate(groups):
-        for i, s in enumerate(g.samples):
-            if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated):
-                continue
-            a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
-            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
-    if not rows:
-        return None
-    p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
-    c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
-    old = torch.zeros(c_ids.shape)
-    for j, r in enumerate(rows):
-        old[j, :len(r[2])] = torch.tensor(r[2])
-    if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
-        A_out = torch.zeros(c_ids.shape)
-        for j, r in enumerate(rows):
-            A_out[j, :len(r[3])] = torch.tensor(r[3])
-    else:
-        A_out = torch.tensor([r[3] for r in rows])
-    return p_ids, p_mask, c_ids, c_mask, old, A_out
-
-
-def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
-    """Index of the last token of each step of a completion (steps split at `separator`)."""
-    ends, pos, t = [], 0, 0
-    for step in text.split(separator):
-        if not step.strip():
-            pos += len(step) + len(separator)
-            continue
-        target = pos + len(step.rstrip())
-        while t < len(token_ids) - 1 and len(tok.decode(list(token_ids[:t + 1]), skip_special_tokens=True)) < target:
-            t += 1
-        ends.append(t)
-        pos += len(step) + len(separator)
-    return ends or [max(0, len(token_ids) - 1)]
-
-
-def _process_advantages(groups, valid, tok):
-    """ALGORITHMS.md §7 from the `prm` verdicts' step scores: A (B, G, T)."""
-    import torch
-
-    from ..advantages import ADVANTAGES
-
-    B, G = len(groups), max(len(g.samples) for g in groups)
-    T = max(1, max(len(s.token_ids) for g in groups for s in g.samples))
-    K = max(1, max(int(s.verdicts["prm"].metrics.get("steps", 0)) for g in groups for s in g.samples))
-    r = torch.zeros(B, G, K)
-    ends = torch.zeros(B, G, K, dtype=torch.long)
-    m = torch.zeros(B, G, K, dtype=torch.bool)
-    for b, g in enumerate(groups):
-        for i, s in enumerate(g.samples):
-            if not valid[b, i]:
-                continue
-            v = s.verdicts["prm"]
-            n = int(v.metrics.get("steps", 0))
-            e = _step_ends(tok, s.token_ids, s.text)
-            for k in range(min(n, len(e))):
-                r[b, i, k], ends[b, i, k], m[b, i, k] = v.metrics[f"step_{k}"], min(e[k], T - 1), True
-    return ADVANTAGES.get("process")(r, ends, m, T)
-
-
-def _update(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str, float]:
-    """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
-    length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
-    its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
-    gradient equals that of one padded batch. Returns the minibatch's metrics (token-weighted; ratio/max the max)."""
-    import torch
-
-    from ..logprobs import length_buckets, token_logprobs, trim_padding
-    from ..losses import ppo_clip
-    from ..models import autocast
-
-    p_ids, p_mask, c_ids, c_mask, old, A = (t[idx] for t in tensors)
-    T = c_mask.sum()
-    chunks = length_buckets((p_mask.sum(-1) + c_mask.sum(-1)).tolist(), g.length_buckets)
-    metrics: dict[str, float] = {}
-    for k, chunk in enumerate(chunks):
-        sub = torch.tensor(chunk, dtype=torch.long)
-        pi, pm, ci, cm = trim_padding(p_ids[sub], p_mask[sub], c_ids[sub], c_mask[sub])
-        tc = ci.shape[1]
-        A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
-        share = float(cm.sum() / T)  # of the minibatch's tokens
-        w = share if agg == "token_mean" else len(chunk) / len(idx)
-        with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
-            with autocast(g.bf16):
-                logp = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0)
-                lref = None
-                if ref is not None:
-                    with torch.no_grad():
-                        lref = token_logprobs(ref, pi, pm, ci, cm, temperature=g.temperature or 1.0)
-            out = ppo_clip(logp, old[sub][:, :tc], A_sub, cm, eps_low=g.eps_low, eps_high=g.eps_high, agg=agg,
-                           max_len=g.max_tokens, logp_ref=lref, beta=g.beta, kl_estimator=g.kl_estimator)
-            (out.loss * w).backward()
-        for name, v in out.metrics.items():
-            if name == "ratio/max":
-                metrics[name] = max(metrics.get(name, v), v)
-            else:
-                metrics[name] = metrics.get(name, 0.0) + (w if name == "loss/policy" else share) * v
-    return metrics
 
 
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
@@ -280,23 +164,38 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     if not resume and ranks.main:
         writer.write({"step": 0, "eval/accuracy": acc})
     generated_all = []
+    counted = weakref.WeakValueDictionary()  # id -> code verdict already in some step's sandbox totals
+    verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")  # overlaps generation
 
     def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
         return not g.filter_mixed or bool(apply_filters([grp], outcome, ["mixed"])[0])
 
-    def generate(prompt_ids):
+    def attach(groups):  # on the verification thread: the pool's workers run the verifiers
         t0 = time.perf_counter()
-        groups = engine.generate([dict(by_id[p], prompt_id=p) for p in prompt_ids], g.group_size, sampling)
+        out = _attach(groups, reward, pool)
+        timing["verify_busy"] += time.perf_counter() - t0
+        return out
+
+    def generate(prompt_ids):
+        """One round: generate in `rollout_chunks` chunks; each chunk is verified in the background while the
+        next is generated. time/verify counts only the wait after the last chunk (what generation did not hide)."""
+        rows = [dict(by_id[p], prompt_id=p) for p in prompt_ids]
+        size = -(-len(rows) // max(1, min(g.rollout_chunks, len(rows))))
+        futures = []
+        for i in range(0, len(rows), size):
+            t0 = time.perf_counter()
+            chunk = engine.generate(rows[i:i + size], g.group_size, sampling)
+            timing["rollout"] += time.perf_counter() - t0
+            futures.append(verifying.submit(attach, chunk))
         t1 = time.perf_counter()
-        groups = _attach(groups, reward, pool)
-        timing["rollout"] += t1 - t0
+        groups = [grp for f in futures for grp in f.result()]
         timing["verify"] += time.perf_counter() - t1
         generated_all.extend(groups)
         return groups
 
     try:
         for step in range(start, g.steps + 1):
-            timing = {"rollout": 0.0, "verify": 0.0, "update": 0.0}
+            timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0, "update": 0.0}
             t_step = time.perf_counter()
             generated_all.clear()
             batch, refill = fill_batch(sampler.sample, generate, keep, prompts_here,
@@ -314,15 +213,21 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             m["reward/std"] = (sum((x - m["reward/mean"]) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
             m["verify/masked"] = len(scores) - len(scored)
             if outcome == "code":  # what the sandbox did this step (runs that hit a limit were killed whole)
-                vs = [s.verdicts["code"].metrics for grp in generated for s in grp.samples]
-                m["sandbox/wall_s"] = sum(v.get("sandbox_wall_s", 0.0) for v in vs)
-                m["sandbox/runs"] = sum(v.get("sandbox_runs", 0) for v in vs)
-                m["sandbox/leftover_processes"] = sum(v.get("leftover_processes", 0) for v in vs)
+                vs = [s.verdicts["code"] for grp in generated for s in grp.samples]
+                fresh = []  # verdicts computed this step: not cache hits, not repeats of a program in the batch
+                for v in vs:
+                    if id(v) not in counted:
+                        counted[id(v)] = v
+                        fresh.append(v.metrics)
+                m["sandbox/programs"] = len(fresh)
+                m["sandbox/wall_s"] = sum(v.get("sandbox_wall_s", 0.0) for v in fresh)
+                m["sandbox/runs"] = sum(v.get("sandbox_runs", 0) for v in fresh)
+                m["sandbox/leftover_processes"] = sum(v.get("leftover_processes", 0) for v in fresh)
             lengths = [len(s.token_ids) for grp in generated for s in grp.samples]
             m["completions/mean_length"] = sum(lengths) / max(1, len(lengths))
             m["completions/clipped_ratio"] = sum(s.truncated for grp in generated for s in grp.samples) / max(1, len(lengths))
             t0 = time.perf_counter()
-            tensors = _tensors(batch, reward, tok, g) if batch else None
+            tensors = tensors_from_groups(batch, reward, tok, g) if batch else None
             n = tensors[0].shape[0] if tensors is not None else 0
             n_mb = ranks.max(-(-n // g.minibatch_size))  # the same number of optimiser steps on every rank
             if n_mb:
@@ -340,7 +245,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
                             train_model(input_ids=torch.tensor([[tok.bos_token_id]])).logits.sum().mul(0.0).backward()
                             metrics = {}
                         else:
-                            metrics = _update(train_model, ref, ranks, g, agg, tensors, idx)
+                            metrics = update_minibatch(train_model, ref, ranks, g, agg, tensors, idx)
                         if g.grad_clip > 0:
                             stats.setdefault("grad_norm", []).append(
                                 float(torch.nn.utils.clip_grad_norm_(model.parameters(), g.grad_clip)))
@@ -370,12 +275,14 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
             log(f"step {step}/{g.steps}  reward {m['reward/mean']:.3f}  mixed {m.get('groups/pct_mixed', 0):.2f}  "
                 f"yield {m['curriculum/yield']:.2f}  loss {m.get('loss/policy', float('nan')):+.4f}  "
                 f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {timing['rollout']:.2f}s "
-                f"verify {timing['verify']:.2f}s update {timing['update']:.2f}s"
-                + (f" (sandbox {m['sandbox/wall_s']:.2f}s in {m['sandbox/runs']} runs)" if outcome == "code" else "")
+                f"verify {timing['verify']:.2f}s (busy {timing['verify_busy']:.2f}s) update {timing['update']:.2f}s"
+                + (f" (sandbox {m['sandbox/wall_s']:.2f}s in {m['sandbox/runs']} runs, {m['sandbox/programs']} new programs)"
+                   if outcome == "code" else "")
                 + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
             if g.checkpoint_every and step % g.checkpoint_every == 0 and ranks.main:
                 checkpoint.save(cfg.output_dir, step, model, opt, sched, rngs, ledger.conn, (metrics_path, archive_path))
     finally:
+        verifying.shutdown(wait=True)
         pool.close()
         ledger.close()
         writer.close()
