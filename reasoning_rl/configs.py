@@ -75,6 +75,9 @@ class GRPOConfig:
     rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
                                   "while the next is generated: > 1 hides slow verification (code tasks: 4) behind "
                                   "generation, at the cost of smaller generation batches", min=1)
+    control: str = knob("", "an ablation, not for training: shuffled_rewards gives every sample the verdicts of a "
+                            "random sample of its round (same reward distribution, no signal; the archive then holds "
+                            "the shuffled verdicts)", choices=("", "shuffled_rewards"))
     verifier_backend: str = knob("process", "process (local workers) | ray (Ray actors; RAY_ADDRESS joins a cluster)",
                                  choices=("process", "ray"))
     engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "

@@ -18,16 +18,22 @@ def last_int(text: str) -> str | None:
 
 
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
-    import torch
+    """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
+    from .rollout import decode
 
     out: list[str] = []
     tokenizer.padding_side = "left"
-    for i in range(0, len(prompts), batch_size):
-        enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True)
-        with torch.no_grad():
-            gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        out.extend(tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True))
+    was_training = model.training
+    model.eval()
+    try:
+        for i in range(0, len(prompts), batch_size):
+            enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
+            ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
+                                            tokenizer.eos_token_id, temperature=0.0)
+            out.extend(tokenizer.decode(row[:n], skip_special_tokens=True)
+                       for row, n in zip(ids.tolist(), lengths.tolist()))
+    finally:
+        model.train(was_training)
     return out
 
 

@@ -45,3 +45,18 @@ def test_grpo_reward_rises_on_a_small_prompt_set(tmp_path):
     first = sum(h["reward/mean"] for h in history[:5]) / 5
     last = sum(h["reward/mean"] for h in history[-5:]) / 5
     assert last > first + 0.1, (first, last)
+
+
+def test_shuffled_rewards_control_keeps_the_rewards_but_not_their_samples():
+    import random
+
+    from reasoning_rl.trainers.grpo import _shuffle_verdicts
+    from reasoning_rl.types import Group, Sample, Verdict
+
+    groups = [Group(f"p{b}", f"{b}+1=", {}, [Sample(f"{b}-{i}", (1,), (0.0,), "stop",
+                                                     {"math": Verdict.correct() if i < b else Verdict.incorrect()})
+                                              for i in range(4)]) for b in range(4)]
+    out = _shuffle_verdicts(groups, random.Random(0))
+    passed = lambda gs: [s.verdicts["math"].passed for g in gs for s in g.samples]  # noqa: E731
+    assert sorted(passed(out)) == sorted(passed(groups)) and passed(out) != passed(groups)
+    assert [s.text for g in out for s in g.samples] == [s.text for g in groups for s in g.samples]

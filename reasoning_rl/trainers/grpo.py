@@ -63,6 +63,17 @@ def _attach(groups, reward, pool):
     return out
 
 
+def _shuffle_verdicts(groups, rng: random.Random):
+    """The `shuffled_rewards` control: every sample gets the verdicts of a random sample of the round, so the
+    rewards keep their distribution but say nothing about the completion they are attached to."""
+    from ..types import Group
+
+    verdicts = [s.verdicts for g in groups for s in g.samples]
+    rng.shuffle(verdicts)
+    it = iter(verdicts)
+    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(it)) for s in g.samples]) for g in groups]
+
+
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
                resume: bool = False):
     """Run GRPO as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
@@ -166,6 +177,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     generated_all = []
     counted = weakref.WeakValueDictionary()  # id -> code verdict already in some step's sandbox totals
     verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")  # overlaps generation
+    control_rng = random.Random(cfg.seed + 7919)
 
     def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
         return not g.filter_mixed or bool(apply_filters([grp], outcome, ["mixed"])[0])
@@ -190,6 +202,8 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
         t1 = time.perf_counter()
         groups = [grp for f in futures for grp in f.result()]
         timing["verify"] += time.perf_counter() - t1
+        if g.control == "shuffled_rewards":
+            groups = _shuffle_verdicts(groups, control_rng)
         generated_all.extend(groups)
         return groups
 
