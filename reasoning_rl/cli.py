@@ -254,20 +254,24 @@ def cmd_eval(args) -> int:
     cfg = _load_config(args)
     _set_threads(cfg)
     from .curate import sample_verified
-    from .evaluate import evaluate_sampled, greedy_accuracy
+    from .evaluate import evaluate_sampled, task_accuracy
     from .models import load_policy
     from .rollout import SamplingConfig
+    from .trainers.grpo import outcome_verifier
 
     rows = _prompt_rows(args, cfg, "test")
     model, tok = load_policy(cfg)
+    outcome = outcome_verifier(cfg)  # math, or code for tasks.kind=code (prompt + completion run against the tests)
     groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
                                                                       max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),
+                             verifier=outcome, reference_col="tests" if outcome == "code" else "answer",
                              log=lambda *_: None)
     ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.n)
-    res = evaluate_sampled(groups, "math", ks)
+    res = evaluate_sampled(groups, outcome, ks)
     if not args.dataset:
-        res["greedy"] = greedy_accuracy(model, tok, rows)
-    print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, **{k: round(v, 4) for k, v in res.items()}}))
+        res["greedy"] = task_accuracy(model, tok, rows, max_new_tokens=cfg.grpo.max_tokens)
+    print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, "verifier": outcome,
+                      **{k: round(v, 4) for k, v in res.items()}}))
     return 0
 
 

@@ -32,8 +32,10 @@ def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: Sa
         chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
         groups = engine.generate(chunk, n, sampling)
         flat = [(g, s) for g in groups for s in g.samples]
-        verdicts = verifiers.verify_batch(verifier, [s.text for _, s in flat],
-                                          [g.task[reference_col] for g, _ in flat], timeout=10.0)
+        # a `code` completion is a function body: the program checked is the prompt (the signature) + it
+        texts = [(g.prompt + s.text) if verifier == "code" else s.text for g, s in flat]
+        budget = {} if verifier == "code" else {"timeout": 10.0}  # code: the verifier's own budget per test run
+        verdicts = verifiers.verify_batch(verifier, texts, [g.task[reference_col] for g, _ in flat], **budget)
         it = iter(verdicts)
         for g in groups:
             out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts({verifier: next(it)}) for s in g.samples]))

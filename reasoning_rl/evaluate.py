@@ -91,8 +91,11 @@ def majority_correct(answers: list[str | None], passed: list[bool | None]) -> bo
 
 
 def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...]) -> dict[str, float]:
-    """pass@1, pass@k (unbiased) and maj@k over verified groups; masked samples are left out."""
+    """pass@1, pass@k (unbiased) and maj@k over verified groups; masked samples are left out.
+    maj@k votes on the extracted final answer (math) or on the program text itself (code)."""
     from verifiers.math_extract import extract_answer
+
+    answer = (lambda s: s.text.strip()) if outcome == "code" else (lambda s: extract_answer(s.text)[0])  # noqa: E731
 
     out: dict[str, list[float]] = {}
     for g in groups:
@@ -106,5 +109,5 @@ def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...]) -> dict[str, flo
                 out.setdefault(f"pass@{k}", []).append(pass_at_k(n, c, k))
                 head = scored[:k]
                 out.setdefault(f"maj@{k}", []).append(float(majority_correct(
-                    [extract_answer(s.text)[0] for s, _ in head], [o for _, o in head])))
+                    [answer(s) for s, _ in head], [o for _, o in head])))
     return {k: sum(v) / len(v) for k, v in out.items()}

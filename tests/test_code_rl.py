@@ -67,16 +67,20 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
+    """The example config's SFT start (built once, cached), then 20 rounds on 16 train prompts, verified in the
+    background while generation goes on: the reward rises, no sandbox process outlives its run, nothing masked."""
+    import os
+
     from reasoning_rl.trainers.grpo import train_grpo
 
-    cfg = config.load(Config, overrides=CODE + [
-        f"output_dir={tmp_path}", "sft.steps=300", "grpo.steps=20", "grpo.prompts_per_step=8",
-        "grpo.group_size=8", "grpo.max_tokens=48", "grpo.eval_every=20", "grpo.eval_size=40",
-        "grpo.train_prompts=16", "grpo.sampler=uniform", "grpo.filter_mixed=false", "grpo.lr=1e-4",
-        "grpo.checkpoint_every=0"])
+    example = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "code_rl", "config.yaml")
+    cfg = config.load(Config, example, overrides=[
+        f"output_dir={tmp_path}", "grpo.steps=20", "grpo.prompts_per_step=8", "grpo.group_size=8",
+        "grpo.eval_every=20", "grpo.eval_size=40", "grpo.train_prompts=16", "grpo.sampler=uniform",
+        "grpo.filter_mixed=false", "grpo.lr=1e-4", "grpo.checkpoint_every=0"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     first = sum(h["reward/mean"] for h in history[:4]) / 4
     last = sum(h["reward/mean"] for h in history[-4:]) / 4
     assert last > first + 0.05, (first, last)
-    assert all(h["sandbox/leftover_processes"] == 0 or h["sandbox/runs"] > 0 for h in history)
-    assert all(h["verify/masked"] == 0 for h in history)  # no sandbox failure was hidden as a score
+    assert sum(h["sandbox/runs"] for h in history) > 0 and all(h["sandbox/leftover_processes"] == 0 for h in history)
+    assert all(h["verify/masked"] == 0 for h in history)

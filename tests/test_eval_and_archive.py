@@ -76,3 +76,28 @@ def test_cli_pairs_from_a_training_archive_and_eval(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert 0 <= res["pass@1"] <= res["pass@2"] <= res["pass@4"] <= 1 and "maj@4" in res and "greedy" in res
+
+
+@pytest.mark.timeout(300)
+def test_cli_eval_on_code_tasks_runs_the_programs(tmp_path):
+    """`eval` on tasks.kind=code samples function bodies and runs prompt + body against the hidden tests (the
+    `code` verifier, not `math`); an untrained model passes nothing, and says so without failing."""
+    env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([PY, "-m", "reasoning_rl", "eval", "--set", "tasks.kind=code", "--set", "tasks.families=[]",
+                        "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1",
+                        "--set", "grpo.max_tokens=8", "--limit", "6", "-n", "2"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["verifier"] == "code" and res["prompts"] == 6 and res["pass@1"] == 0.0 and res["greedy"] == 0.0
+
+
+def test_code_majority_votes_on_the_program_text():
+    from reasoning_rl.types import Group, Sample, Verdict
+
+    def s(text, ok):
+        return Sample(text, (1,), (0.0,), "stop", {"code": Verdict.correct() if ok else Verdict.incorrect()})
+
+    g = Group("a", "def f(x):\n", {}, [s("    return x\n", False), s("    return x \n", False), s("    return 1\n", True)])
+    res = evaluate_sampled([g], "code", (1, 2, 3))
+    assert res["pass@1"] == pytest.approx(1 / 3) and res["maj@3"] == 0.0  # the wrong body twice outvotes the right one
