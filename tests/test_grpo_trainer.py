@@ -19,11 +19,11 @@ def test_grpo_loop_mechanics(tmp_path, chunks):
     history, model, tok = train_grpo(cfg, log=lambda *_: None)
     assert [h["step"] for h in history] == [1, 2]
     for key in ("reward/mean", "groups/pct_mixed", "frac_reward_zero_std", "curriculum/yield", "time/rollout",
-                "time/verify", "time/verify_busy", "time/update", "completions/mean_length", "eval/accuracy"):
+                "time/verify", "time/verify_busy", "time/update", "throughput/tokens_per_s", "completions/mean_length", "eval/accuracy"):
         assert key in history[-1], key
     trained = [h for h in history if "train/samples" in h]
     assert all(h["train/samples"] == 16 for h in trained)  # 4 groups x 4 samples, none masked
-    assert all("kl" in h and "clip_ratio/region" in h for h in trained)
+    assert all("kl" in h and "clip_ratio/region" in h and h["entropy"] > 0 for h in trained)
     assert "rollout/logprob_mismatch_max" in history[0] and history[0]["rollout/logprob_mismatch_max"] < 1e-3
     assert all(h["time/verify_busy"] > 0 for h in history)
     archive = [json.loads(x) for x in (tmp_path / "archive.jsonl").read_text().splitlines()]

@@ -113,6 +113,6 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()
     bf16_err = ((grads[2] - grads[0]).norm() / grads[0].norm()).item()  # autocast is on, and close to float32
     assert 0 < bf16_err < 0.1, bf16_err
-    for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max"):
+    for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max", "entropy"):
         assert metrics[1][k] == pytest.approx(metrics[0][k], abs=1e-5), k
     model.zero_grad()

@@ -98,7 +98,7 @@ def update_minibatch(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str,
     import torch
 
     from ..logprobs import length_buckets, token_logprobs, trim_padding
-    from ..losses import ppo_clip
+    from ..losses import masked_mean, ppo_clip
     from ..models import autocast
 
     p_ids, p_mask, c_ids, c_mask, old, A = (t[idx] for t in tensors)
@@ -114,7 +114,8 @@ def update_minibatch(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str,
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
             with autocast(g.bf16):
-                logp = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0)
+                logp, ent = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0,
+                                           return_entropy=True)
                 lref = None
                 if ref is not None:
                     with torch.no_grad():
@@ -122,6 +123,7 @@ def update_minibatch(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str,
             out = ppo_clip(logp, old[sub][:, :tc], A_sub, cm, eps_low=g.eps_low, eps_high=g.eps_high, agg=agg,
                            max_len=g.max_tokens, logp_ref=lref, beta=g.beta, kl_estimator=g.kl_estimator)
             (out.loss * w).backward()
+        out.metrics["entropy"] = masked_mean(ent.detach(), cm)  # of the policy at the sampled states, per token
         for name, v in out.metrics.items():
             if name == "ratio/max":
                 metrics[name] = max(metrics.get(name, v), v)
