@@ -162,6 +162,9 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
     archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
     rngs = {"sampler": sampler.rng, "shuffle": rng}
+    control_rng = random.Random(cfg.seed + 7919)
+    if g.control:
+        rngs["control"] = control_rng  # a resumed control run draws the same shuffles
     start = 1
     if resume:
         start = checkpoint.load(cfg.output_dir, model, opt, sched, rngs, (metrics_path, archive_path)) + 1
@@ -177,7 +180,6 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     generated_all = []
     counted = weakref.WeakValueDictionary()  # id -> code verdict already in some step's sandbox totals
     verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")  # overlaps generation
-    control_rng = random.Random(cfg.seed + 7919)
 
     def keep(grp) -> bool:  # DAPO dynamic sampling on the outcome's pass/fail
         return not g.filter_mixed or bool(apply_filters([grp], outcome, ["mixed"])[0])
