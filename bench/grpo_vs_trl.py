@@ -71,7 +71,8 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     from reasoning_rl.trainers.grpo import train_grpo
 
     cfg = config.load(Config, overrides=[
-        f"output_dir={out}", f"model.name_or_path={ckpt}", f"seed={a.seed}", f"grpo.steps={a.steps}", f"grpo.prompts_per_step={a.prompts}",
+        f"output_dir={out}", f"model.name_or_path={ckpt}", f"seed={a.seed}", f"grpo.steps={a.steps}",
+        f"grpo.prompts_per_step={a.prompts}",
         f"grpo.group_size={a.group}", f"grpo.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
         f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",

@@ -69,17 +69,16 @@ def main() -> None:
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config.load(Config, a.config, overrides=a.set + [f"output_dir={tmp}", f"grpo.steps={a.steps}",
-                                                             f"grpo.eval_every={a.steps}", "grpo.checkpoint_every=0"])
+        run = a.set + [f"grpo.steps={a.steps}", f"grpo.eval_every={a.steps}", "grpo.checkpoint_every=0"]
+        cfg = config.load(Config, a.config, overrides=run + [f"output_dir={tmp}"])
         build_sft_checkpoint(cfg)
         _, test = make_rows(cfg.tasks)
         test = test[: cfg.grpo.eval_size]
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         shuffled = None
         if a.random_control:
-            ctl = config.load(Config, a.config, overrides=a.set + [
-                f"output_dir={tmp}/random", f"grpo.steps={a.steps}", f"grpo.eval_every={a.steps}",
-                "grpo.checkpoint_every=0", "grpo.control=shuffled_rewards"])
+            ctl = config.load(Config, a.config,
+                              overrides=run + [f"output_dir={tmp}/random", "grpo.control=shuffled_rewards"])
             shuffled = train_grpo(ctl, log=lambda *_: None)[0]
     wall = sum(h["time/step"] for h in history)
     acc_rl = history[-1]["eval/accuracy"]
@@ -89,10 +88,11 @@ def main() -> None:
     print(json.dumps({"heldout_prompts": len(test), "sft_start": acc0, "wall_s": round(wall, 1),
                       "grpo": {"rounds": a.steps, "accuracy": acc_rl},
                       "continued_sft": {"steps": steps, "accuracy": acc_sft},
-                      **({"grpo_shuffled_rewards": {"rounds": a.steps, "wall_s": round(sum(h["time/step"] for h in
-                                                                                           shuffled), 1),
-                                                    "accuracy": shuffled[-1]["eval/accuracy"]}} if shuffled else {})}))
-    print(f"held-out {'pass rate' if cfg.tasks.kind == 'code' else 'accuracy'} ({len(test)} prompts, greedy): SFT start {acc0:.3f}; after {wall:.0f} s of "
+                      **({"grpo_shuffled_rewards": {
+                          "rounds": a.steps, "wall_s": round(sum(h["time/step"] for h in shuffled), 1),
+                          "accuracy": shuffled[-1]["eval/accuracy"]}} if shuffled else {})}))
+    metric = "pass rate" if cfg.tasks.kind == "code" else "accuracy"
+    print(f"held-out {metric} ({len(test)} prompts, greedy): SFT start {acc0:.3f}; after {wall:.0f} s of "
           f"GRPO ({a.steps} rounds) {acc_rl:.3f} ({100 * (acc_rl - acc0):+.1f} points); after the same wall time "
           f"of continued SFT ({steps} steps) {acc_sft:.3f} ({100 * (acc_sft - acc0):+.1f} points)"
           + (f"; GRPO on shuffled rewards ({a.steps} rounds) {shuffled[-1]['eval/accuracy']:.3f} "

@@ -15,6 +15,12 @@ from typing import Sequence
 from .rollout import HFEngine, PromptRow, SamplingConfig
 
 
+def checked_text(verifier: str, prompt: str, completion: str) -> str:
+    """What a verifier checks: a `code` completion is a function body, so the program is the prompt (the
+    signature) + it; any other verifier reads the completion alone."""
+    return prompt + completion if verifier == "code" else completion
+
+
 def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig,
                     verifier: str = "math", reference_col: str = "answer", batch_prompts: int = 64,
                     log=print) -> list:
@@ -32,8 +38,7 @@ def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: Sa
         chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
         groups = engine.generate(chunk, n, sampling)
         flat = [(g, s) for g in groups for s in g.samples]
-        # a `code` completion is a function body: the program checked is the prompt (the signature) + it
-        texts = [(g.prompt + s.text) if verifier == "code" else s.text for g, s in flat]
+        texts = [checked_text(verifier, g.prompt, s.text) for g, s in flat]
         budget = {} if verifier == "code" else {"timeout": 10.0}  # code: the verifier's own budget per test run
         verdicts = verifiers.verify_batch(verifier, texts, [g.task[reference_col] for g, _ in flat], **budget)
         it = iter(verdicts)

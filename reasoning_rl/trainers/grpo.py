@@ -46,12 +46,12 @@ def outcome_verifier(cfg) -> str:
 def _attach(groups, reward, pool):
     """Every sample of every group gets its verdicts (one concurrent batch through the pool).
     Code tasks: the program is prompt (the signature) + completion (the body), checked against the row's tests."""
+    from ..curate import checked_text
     from ..types import Group
 
     flat = [(g, s) for g in groups for s in g.samples]
-    code = reward.outcome == "code"
-    refs = [g.task.get("tests" if code else "answer") for g, _ in flat]
-    texts = [(g.prompt + s.text) if code else s.text for g, s in flat]
+    refs = [g.task.get("tests" if reward.outcome == "code" else "answer") for g, _ in flat]
+    texts = [checked_text(reward.outcome, g.prompt, s.text) for g, s in flat]
     verdicts = reward.verify(texts, refs, [g.prompt for g, _ in flat], pool=pool)
     out, k = [], 0
     for g in groups:
