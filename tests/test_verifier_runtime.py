@@ -221,3 +221,40 @@ def test_a_script_without_a_main_guard_is_not_rerun_in_workers(tmp_path, root):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "correct"
     assert len(marker.read_text().split()) == 1  # the main body ran once, in the parent only
+
+
+@pytest.mark.timeout(60)
+def test_a_bad_option_is_refused_before_sending_and_the_next_verdicts_are_right(pool):
+    # the reported desync: timeout="a" raised after the call had gone to a worker, and every later
+    # call then received the previous call's verdict (math '3' vs '4' came back CORRECT)
+    for bad in ("a", 0, -2.0, float("nan"), True):
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            pool.verify("exact", "7", "7", timeout=bad)
+    assert pool.verify("exact", "7", "7").status is Status.CORRECT
+    assert pool.verify("math", "3", "4").status is Status.INCORRECT
+    assert pool.verify("exact", "7", "8").status is Status.INCORRECT
+
+
+@pytest.mark.timeout(60)
+def test_interrupted_batches_leave_the_pool_usable(pool):
+    import _thread
+
+    from tests.helpers.slow_verifier import Sleepy
+    from verifiers.registry import REGISTRY
+
+    verifiers.register(Sleepy())
+    try:
+        for _ in range(3):  # Ctrl-C three times while calls are in flight (the reported hang came after three)
+            timer = threading.Timer(0.2, _thread.interrupt_main)
+            with pytest.raises(KeyboardInterrupt):
+                try:
+                    timer.start()
+                    pool.verify_batch("sleepy", ["5"] * 4, [None] * 4)
+                finally:
+                    timer.join()
+        t0 = time.monotonic()
+        assert pool.verify("math", "3", "4").status is Status.INCORRECT
+        assert [v.status for v in pool.verify_batch("sleepy", ["0.05"] * 3, [None] * 3)] == [Status.CORRECT] * 3
+        assert time.monotonic() - t0 < 20
+    finally:
+        REGISTRY.remove("sleepy")

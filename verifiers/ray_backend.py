@@ -13,6 +13,7 @@ Needs the optional extra `ray`. Not here: placement groups, GPUs for verifiers, 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import socket
@@ -79,14 +80,17 @@ class _Conn:
         ray = _ray()
         if msg is None:
             return
-        ref = self.actor.handle.remote(*msg)
+        call_id, *call = msg
+        ref = self.actor.handle.remote(*call)
 
         def deliver() -> None:
             try:
                 reply = ray.get(ref)
-            except Exception as e:  # the actor died or was killed: the pool reports ERROR (masked) or TIMEOUT
-                reply = ("error", f"ray actor failed: {type(e).__name__}: {str(e)[:300]}")
-            data = pickle.dumps(reply)
+            except Exception:  # the actor died or was killed: close the line, so the pool sees a dead worker,
+                with contextlib.suppress(OSError):  # answers ERROR (masked) and replaces the actor
+                    self._w.shutdown(socket.SHUT_WR)
+                return
+            data = pickle.dumps((call_id, reply))  # the id travels back with its reply, as with process workers
             try:
                 self._w.sendall(len(data).to_bytes(8, "big") + data)
             except OSError:
@@ -126,9 +130,13 @@ class RayWorker:
         self.conn = _Conn(self.actor)
         self.proc = _Proc()
         self.task: int | None = None
+        self.call_id: int | None = None
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()
+
+    def alive(self) -> bool:
+        return True  # a dead actor is found out by its next call (ERROR, masked, and the actor replaced)
 
     def kill(self) -> None:
         try:

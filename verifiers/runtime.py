@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import os
 import pickle
@@ -40,6 +41,8 @@ from reasoning_rl.types import Status, Verdict
 from .base import SpecError, Verifier, check_verdict
 
 _CTX = None
+_SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
+_START_TRIES = 6  # attempts to start a worker process while the forkserver restarts (about 1.5 s in all)
 
 
 def _context():
@@ -72,7 +75,11 @@ def handle_call(known: dict, blob, completion, reference, options) -> tuple:
 
 
 def _worker_main(conn: Connection, memory_mb: int) -> None:
-    """Loop: receive (verifier, completion, reference, options), answer (status, score, detail, metrics)."""
+    """Loop: receive (call id, verifier, completion, reference, options), answer (call id, reply).
+
+    The call id travels back with its reply, so the pool can tell a reply to the call it is waiting
+    for from anything else; a reply never belongs to another call.
+    """
     if memory_mb:
         import resource
 
@@ -89,11 +96,12 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             return
         if msg is None:
             return
-        reply = handle_call(known, *msg)
+        call_id, *call = msg
+        reply = handle_call(known, *call)
         try:
-            conn.send(reply)
+            conn.send((call_id, reply))
         except (OSError, ValueError, pickle.PicklingError) as e:
-            conn.send(("error", f"reply not sendable: {e}"))
+            conn.send((call_id, ("error", f"reply not sendable: {e}")))
 
 
 @contextlib.contextmanager
@@ -128,10 +136,14 @@ class _Worker:
         with _main_module_hidden():
             self.proc.start()
         child.close()
-        self.task: int | None = None
+        self.task: int | None = None  # index of the call held, in the running batch
+        self.call_id: int | None = None  # the id that call was sent under
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
 
     def kill(self) -> None:
         try:
@@ -228,6 +240,7 @@ class VerifierPool:
         self._workers: list[_Worker] = []
         self.stats = _Stats()
         self.workers_replaced = 0
+        self._next_id = 0  # the id of the last call sent; replies carry it back
 
     # -- lifecycle ---------------------------------------------------------------
     def _new_worker(self):
@@ -235,7 +248,16 @@ class VerifierPool:
             from .ray_backend import RayWorker
 
             return RayWorker(self.memory_mb, self.ray_address)
-        return _Worker(self.memory_mb)
+        for attempt in range(_START_TRIES):
+            try:
+                return _Worker(self.memory_mb)
+            except (ConnectionError, EOFError) as e:
+                # the forkserver died (an interrupt while it was handing over a new worker ends it): Python
+                # starts a new one once the old one has exited, so wait a moment and ask again
+                if attempt == _START_TRIES - 1:
+                    raise RuntimeError(f"verifier pool: could not start a worker process ({e})") from e
+                time.sleep(0.05 * 2 ** attempt)
+        raise AssertionError("unreachable")
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
@@ -263,18 +285,28 @@ class VerifierPool:
         return self.run([Call(name, c, r, dict(options)) for c, r in zip(completions, references)])
 
     def run(self, calls: Sequence[Call]) -> list[Verdict]:
-        """Verdicts for the calls, in order. Never raises for a verifier's failure: that is a masked verdict."""
+        """Verdicts for the calls, in order. Never raises for a verifier's failure: that is a masked verdict.
+
+        Raises before anything is sent for the caller's own mistakes (an unknown verifier, a `timeout`
+        option that is not a positive number of seconds). An interrupt (Ctrl-C) or any other exception
+        while calls are in flight kills the workers holding them, so the pool stays usable and no reply
+        of an abandoned call can reach a later one.
+        """
         import verifiers as _v
 
+        self._reap_abandoned()
+        self._send_failures: dict[int, int] = {}
         results: list[Verdict | None] = [None] * len(calls)
         pending: list[int] = []
         objs: dict[str, Verifier] = {}
         keys: dict[int, str] = {}
         first: dict[str, int] = {}  # cache key -> the call in this batch that computes it
         repeats: list[tuple[int, int]] = []  # (call, the identical earlier call whose verdict it shares)
+        timeouts: dict[int, float] = {}
         for i, c in enumerate(calls):
             v = objs.get(c.verifier) or _v.get(c.verifier)
             objs[c.verifier] = v
+            timeouts[i] = self._call_timeout(v, c)  # validated for every call before any is sent
             if self.cache_size and v.spec.deterministic:
                 k = cache_key(v, c)
                 keys[i] = k
@@ -291,64 +323,121 @@ class VerifierPool:
             pending.append(i)
         pending.reverse()
         self._ensure_workers()
-        busy: dict[Connection, _Worker] = {}
-        while pending or busy:
-            for w in self._workers:
-                if w.task is None and pending:
-                    i = pending.pop()
-                    c = calls[i]
-                    v = objs[c.verifier]
-                    opts = {k: val for k, val in c.options.items() if k != "timeout"}
-                    timeout = c.options.get("timeout") or self._budget(v, c.reference, opts) \
-                        or self.timeout or v.spec.default_timeout
-                    blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
-                    try:
-                        w.conn.send((blob, c.completion, c.reference, opts))
-                    except (OSError, ValueError, pickle.PicklingError, TypeError) as e:
-                        results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker: {e}")
-                        self.stats.record(c.verifier, results[i], None, False)
-                        continue
-                    w.sent_verifiers.add(c.verifier)
-                    w.task, w.started, w.deadline = i, time.monotonic(), time.monotonic() + float(timeout)
-                    busy[w.conn] = w
-            if not busy:
-                continue
-            now = time.monotonic()
-            ready = wait(list(busy), timeout=max(0.0, min(w.deadline for w in busy.values()) - now))
-            for conn in ready:
-                w = busy.pop(conn)
-                i = w.task
-                c = calls[i]
-                try:
-                    reply = conn.recv()
-                except (EOFError, OSError):
-                    w.proc.join(timeout=2)  # reap it, so the exit code is known
-                    code = w.proc.exitcode
-                    verdict = Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
-                    self._replace(w)
-                else:
-                    if reply[0] == "ok":
-                        _, status, score, detail, metrics, _lat = reply
-                        verdict = Verdict(Status(status), score, detail, metrics)
-                    else:
-                        verdict = Verdict.masked_as(Status.ERROR, reply[1])
-                    w.task = None
-                self._finish(i, c, verdict, time.monotonic() - w.started, results, keys)
-            now = time.monotonic()
-            for conn, w in list(busy.items()):
-                if now >= w.deadline:
-                    busy.pop(conn)
+        busy: dict[Any, _Worker] = {}
+        try:
+            while pending or busy:
+                for w in list(self._workers):
+                    if w.task is None and pending:
+                        i = pending.pop()
+                        if not self._send(w, i, calls[i], objs[calls[i].verifier], timeouts[i], busy, results):
+                            pending.append(i)  # the worker was dead before the call reached it: send it again
+                if not busy:
+                    continue
+                now = time.monotonic()
+                ready = wait(list(busy), timeout=max(0.0, min(w.deadline for w in busy.values()) - now))
+                for conn in ready:
+                    w = busy.pop(conn)
                     i = w.task
-                    self._replace(w)
-                    verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
-                                                               "worker killed and replaced")
-                    self._finish(i, calls[i], verdict, now - w.started, results, keys)
+                    verdict = self._receive(w)
+                    self._finish(i, calls[i], verdict, time.monotonic() - w.started, results, keys)
+                now = time.monotonic()
+                for conn, w in list(busy.items()):
+                    if now >= w.deadline:
+                        busy.pop(conn)
+                        i = w.task
+                        self._replace(w)
+                        verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
+                                                                   "worker killed and replaced")
+                        self._finish(i, calls[i], verdict, now - w.started, results, keys)
+        finally:
+            # left early (an interrupt, a bug): the replies still owed must never reach a later call
+            self._reap_abandoned()
         for i, j in repeats:
             results[i] = results[j]
             self.stats.record(calls[i].verifier, results[j], None, True)
         return results  # type: ignore[return-value]
 
+    def _send(self, w, i: int, c: Call, v: Verifier, timeout: float, busy: dict, results: list) -> bool:
+        """Send call `i` to an idle worker under a fresh call id; an unsendable call is answered ERROR.
+
+        False when the worker had died while idle (the call never reached it): it is replaced and the
+        caller sends the call again, up to `_SEND_TRIES` times before the call is answered ERROR.
+        """
+        opts = {k: val for k, val in c.options.items() if k != "timeout"}
+        blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
+        self._next_id += 1
+        # the worker is marked as holding the call before it is sent: an interrupt between the two must
+        # leave a worker that is reaped, never one that owes a reply nobody is waiting for
+        w.task, w.call_id, w.started, w.deadline = i, self._next_id, time.monotonic(), time.monotonic() + timeout
+        try:
+            w.conn.send((self._next_id, blob, c.completion, c.reference, opts))
+        except OSError as e:  # a broken pipe: the worker died while idle
+            w.task = w.call_id = None
+            self._replace(w)
+            self._send_failures[i] = tries = self._send_failures.get(i, 0) + 1
+            if tries < _SEND_TRIES:
+                return False
+            results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker after {tries} tries: {e}")
+            self.stats.record(c.verifier, results[i], None, False)
+            return True
+        except (ValueError, pickle.PicklingError, TypeError, AttributeError) as e:
+            w.task = w.call_id = None  # pickling failed before any byte was written
+            results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker: {e}")
+            self.stats.record(c.verifier, results[i], None, False)
+            return True
+        w.sent_verifiers.add(c.verifier)
+        busy[w.conn] = w
+        return True
+
+    def _receive(self, w) -> Verdict:
+        """The verdict for the call `w` holds. A dead worker, or a reply for any other call id, is ERROR
+        (masked) and the worker is replaced: a reply is never matched to a call it was not sent for."""
+        try:
+            call_id, reply = w.conn.recv()
+        except (EOFError, OSError):
+            w.proc.join(timeout=2)  # reap it, so the exit code is known
+            code = w.proc.exitcode
+            self._replace(w)
+            return Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
+        if call_id != w.call_id:
+            self._replace(w)
+            return Verdict.masked_as(Status.ERROR, f"worker answered call {call_id} while holding call {w.call_id}; "
+                                                   "worker replaced")
+        w.task = w.call_id = None
+        if reply[0] == "ok":
+            _, status, score, detail, metrics, _lat = reply
+            return Verdict(Status(status), score, detail, metrics)
+        return Verdict.masked_as(Status.ERROR, reply[1])
+
     # -- helpers -----------------------------------------------------------------
+    def _call_timeout(self, v: Verifier, c: Call) -> float:
+        """Seconds call `c` may take: its `timeout` option, else the verifier's budget, the pool's, the spec's.
+
+        Raises ValueError (nothing sent) for a `timeout` option that is not a positive, finite number.
+        """
+        if "timeout" in c.options and c.options["timeout"] is not None:
+            t = c.options["timeout"]
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+                raise ValueError(f"verifier call option timeout must be a positive number of seconds, got {t!r}")
+            return float(t)
+        opts = {k: val for k, val in c.options.items() if k != "timeout"}
+        return float(self._budget(v, c.reference, opts) or self.timeout or v.spec.default_timeout)
+
+    def _drop(self, w) -> None:
+        """Kill a worker that holds a call nobody will wait for; a fresh one is started on the next run."""
+        with contextlib.suppress(OSError, ValueError):
+            w.kill()
+        w.task = w.call_id = None
+        if w in self._workers:
+            self._workers.remove(w)
+        self.workers_replaced += 1
+
+    def _reap_abandoned(self) -> None:
+        """Drop workers still holding a call of an earlier, interrupted run (its cleanup was interrupted too),
+        and workers that died while idle (killed between batches), so no call is sent to them."""
+        for w in [w for w in self._workers if w.task is not None or not w.alive()]:
+            self._drop(w)
+
     @staticmethod
     def _budget(v: Verifier, reference: Any, options: dict) -> float | None:
         try:
