@@ -10,15 +10,22 @@ import os
 import sys
 from collections import Counter, defaultdict
 
+from .errors import UserError
+
 
 def read_rows(path: str) -> list[dict]:
     """JSONL, JSON (a list), Parquet, or a `datasets` directory saved with save_to_disk."""
     if not os.path.exists(path):
-        raise SystemExit(f"input {path!r} does not exist")
+        raise UserError(f"input {path!r} does not exist")
     if os.path.isdir(path):
         from datasets import load_from_disk
 
         return load_from_disk(path).to_list()
+    if path.endswith(".csv"):
+        import csv
+
+        with open(path, encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
     if path.endswith(".parquet"):
         from datasets import Dataset
 
@@ -28,31 +35,37 @@ def read_rows(path: str) -> list[dict]:
         if path.endswith(".json"):
             data = json.load(f)
             if not isinstance(data, list):
-                raise SystemExit(f"{path}: a .json input must hold a list of objects")
+                raise UserError(f"{path}: a .json input must hold a list of objects")
             return data
         for n, line in enumerate(f, 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as e:
-                    raise SystemExit(f"{path}:{n}: not valid JSON ({e.msg})") from None
+                    raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from None
     return rows
 
 
 def _need(rows: list[dict], col: str, path: str) -> None:
+    if not rows:
+        raise UserError(f"{path}: no rows")
     for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise UserError(f"{path}: row {i} is not an object: {str(r)[:60]!r}")
         if col not in r:
-            raise SystemExit(f"{path}: row {i} has no column {col!r} (columns: {sorted(r)})")
+            raise UserError(f"{path}: row {i} has no column {col!r} (columns: {sorted(r)})")
 
 
 def cmd_verify(args) -> int:
     import verifiers
     from verifiers import Reward, Term
 
+    names = args.verifier or ["math"]
+    for n in names:
+        verifiers.get(n)  # an unknown name: one line listing the valid ones, before reading anything
     rows = read_rows(args.input)
     _need(rows, args.completion_col, args.input)
     _need(rows, args.reference_col, args.input)
-    names = args.verifier or ["math"]
     reward = Reward(tuple(Term(n, 1.0 if i == 0 else 0.0) for i, n in enumerate(names)), outcome=names[0])
     with verifiers.VerifierPool(num_workers=args.workers, timeout=args.timeout) as pool:
         verdicts = reward.verify([str(r[args.completion_col]) for r in rows], [r[args.reference_col] for r in rows],
@@ -93,21 +106,28 @@ def cmd_calibrate(args) -> int:
     import verifiers
     from reasoning_rl.types import Status
 
+    names = args.verifier or ["math"]
+    for n in names:
+        verifiers.get(n)
     rows = read_rows(args.gold)
     for col in (args.gold_col, args.pred_col, args.label_col):
         _need(rows, col, args.gold)
-    names = args.verifier or ["math"]
     judged: dict[str, list] = {}
+    reference = None if args.no_math_verify or "math_verify" in names else "math_verify"
     with verifiers.VerifierPool(num_workers=args.workers, timeout=args.timeout) as pool:
-        for n in names:
+        for n in names + ([reference] if reference else []):
             judged[n] = pool.verify_batch(n, [str(r[args.pred_col]) for r in rows], [r[args.gold_col] for r in rows])
     report = {}
     for n in names:
         pairs = [(bool(r[args.label_col]), v.status is Status.CORRECT) for r, v in zip(rows, judged[n])]
         tot = _rates(pairs)
         masked = sum(v.masked for v in judged[n])
+        mv = judged.get("math_verify")
+        agree = "" if mv is None or n == "math_verify" else "  agreement with math_verify {:.1f}%".format(
+            100 * sum((a.status is Status.CORRECT) == (b.status is Status.CORRECT) for a, b in zip(judged[n], mv))
+            / max(1, len(rows)))
         print(f"{n}: n={tot['n']}  accuracy {100 * tot['accuracy']:.1f}%  false positives {100 * tot['fpr']:.1f}% "
-              f"({tot['fp']})  false negatives {100 * tot['fnr']:.1f}% ({tot['fn']})  masked {masked}")
+              f"({tot['fp']})  false negatives {100 * tot['fnr']:.1f}% ({tot['fn']})  masked {masked}{agree}")
         cats = defaultdict(list)
         for r, pr in zip(rows, pairs):
             cats[str(r.get(args.category_col, "-"))].append(pr)
@@ -130,8 +150,10 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_probe(args) -> int:
+    import verifiers
     from verifiers.probes import run_probes
 
+    verifiers.get(args.name)
     results = run_probes(args.name, budget=args.budget)
     for r in results:
         flag = "FAIL" if r.failed else "ok"
@@ -145,31 +167,39 @@ def cmd_probe(args) -> int:
     return 0
 
 
-def add_parsers(sub, vsub) -> None:
-    p = sub.add_parser("verify", help="score a JSONL / Parquet / datasets file of completions with verifiers")
-    p.add_argument("input", help="JSONL, JSON list, Parquet, or a datasets directory")
-    p.add_argument("--verifier", action="append", help="verifier name (repeatable; the first is the outcome)")
-    p.add_argument("--completion-col", default="completion")
-    p.add_argument("--reference-col", default="answer")
+def add_parsers(sub, vsub, cmd, pos_int, pos_float) -> None:
+    """The verifier subcommands, built with the main parser's `cmd` helper and range types."""
+    p = cmd(sub, "verify", "score a JSONL / JSON / CSV / Parquet / datasets file of completions with verifiers",
+            "reasoning-rl verify completions.jsonl --verifier math --verifier boxed -o scored.jsonl")
+    p.add_argument("input", help="JSONL, JSON list, CSV, Parquet, or a datasets directory")
+    p.add_argument("--verifier", action="append", help="verifier name (repeatable; the first is the outcome; "
+                                                       "default: math)")
+    p.add_argument("--completion-col", default="completion", help="the column holding the model's output")
+    p.add_argument("--reference-col", default="answer", help="the column holding the reference")
     p.add_argument("--output", "-o", help="JSONL with verdict columns added (default: stdout)")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: cores)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds per call (default: each verifier's)")
+    p.add_argument("--workers", type=pos_int, default=None, help="worker processes (default: cores)")
+    p.add_argument("--timeout", type=pos_float, default=None, help="seconds per call (default: each verifier's)")
     p.set_defaults(func=cmd_verify)
 
-    q = vsub.add_parser("calibrate", help="accuracy, false-positive/negative rates and disagreements on a labelled file")
+    q = cmd(vsub, "calibrate", "accuracy, false-positive/negative rates and disagreements on a labelled file",
+            "reasoning-rl verifiers calibrate --gold labelled.jsonl --verifier math --verifier math_verify")
     q.add_argument("--gold", required=True, help="labelled file: gold, prediction, equivalent (+ category)")
-    q.add_argument("--verifier", action="append", help="verifier name (repeatable; two or more show disagreements)")
-    q.add_argument("--gold-col", default="gold")
-    q.add_argument("--pred-col", default="prediction")
-    q.add_argument("--label-col", default="equivalent")
-    q.add_argument("--category-col", default="category")
+    q.add_argument("--verifier", action="append",
+                   help="verifier name (repeatable; two or more show disagreements; default: math)")
+    q.add_argument("--gold-col", default="gold", help="the column holding the gold answer")
+    q.add_argument("--pred-col", default="prediction", help="the column holding the prediction")
+    q.add_argument("--label-col", default="equivalent", help="the column holding the true/false label")
+    q.add_argument("--category-col", default="category", help="the column to break the report down by")
     q.add_argument("--show", type=int, default=20, help="disagreements to print")
     q.add_argument("--json", help="also write the report here")
-    q.add_argument("--workers", type=int, default=None)
-    q.add_argument("--timeout", type=float, default=None)
+    q.add_argument("--no-math-verify", action="store_true",
+                   help="skip math-verify's verdicts (by default each verifier's agreement with them is printed)")
+    q.add_argument("--workers", type=pos_int, default=None, help="worker processes (default: cores)")
+    q.add_argument("--timeout", type=pos_float, default=None, help="seconds per call (default: each verifier's)")
     q.set_defaults(func=cmd_calibrate)
 
-    q = vsub.add_parser("probe", help="run the adversarial probe suite; exit 1 if any probe passes or overruns")
+    q = cmd(vsub, "probe", "run the adversarial probe suite; exit 1 if any probe passes, overruns or errs",
+            "reasoning-rl verifiers probe math")
     q.add_argument("name", help="verifier name")
-    q.add_argument("--budget", type=float, default=5.0, help="seconds allowed per probe")
+    q.add_argument("--budget", type=pos_float, default=5.0, help="seconds allowed per probe")
     q.set_defaults(func=cmd_probe)

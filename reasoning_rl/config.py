@@ -17,12 +17,14 @@ import re
 import types
 from typing import Any, Iterable, Literal, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from .errors import UserError
+
 __all__ = ["knob", "ConfigError", "load", "from_dict", "to_dict", "apply_overrides", "describe"]
 
 C = TypeVar("C")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A bad config: the message names the dotted key and the offending value."""
 
 
@@ -194,6 +196,8 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"config file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError(f"config file {path!r} is a directory; give a YAML or TOML file")
     with open(path, "rb") as f:
         raw = f.read()
     if path.endswith(".toml"):
@@ -202,14 +206,14 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {path!r}: {e}") from None
+            raise ConfigError(f"config file {path!r}: {' '.join(str(e).split())}") from None
     else:
         import yaml
 
         try:
             data = yaml.safe_load(raw) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path!r}: {e}") from None
+            raise ConfigError(f"config file {path!r}: not valid YAML ({' '.join(str(e).split())})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path!r}: top level must be a mapping, got {type(data).__name__}")
     return data

@@ -146,7 +146,9 @@ class DPOConfig:
 @dataclass(frozen=True)
 class Config:
     seed: int = knob(0, "seed for torch, python and numpy")
-    output_dir: str = knob("runs/default", "where checkpoints, metrics and plots go")
+    output_dir: str = knob("", "where checkpoints, metrics, the archive and the final model go; empty = a new "
+                               "runs/<command>-<UTC time> for each run. A named directory that already holds a run "
+                               "is refused unless --resume or --overwrite")
     num_threads: int = knob(1, "torch intra-op threads (1 is fastest on a busy 2-core machine)", min=1)
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")

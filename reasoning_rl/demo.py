@@ -39,8 +39,15 @@ def plot(history: list[dict], path: str, acc0: float | None = None) -> None:
 def run_demo(cfg: Config, log=print) -> dict:
     import json
 
+    import dataclasses
+
+    from .run_dir import new_run_dir
     from .sft import build_sft_checkpoint
     from .trainers.grpo import train_grpo
+
+    if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
+        cfg = dataclasses.replace(cfg, output_dir=new_run_dir("demo"))
+    log(f"== run directory: {cfg.output_dir}")
 
     log("== SFT warm start (cached after the first run)")
     build_sft_checkpoint(cfg, log=log)

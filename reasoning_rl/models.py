@@ -7,6 +7,43 @@ or a local HF cache, which is the user's business).
 from __future__ import annotations
 
 from .configs import Config
+from .errors import UserError
+
+_HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
+
+
+def check_model_source(name: str) -> None:
+    """Raise UserError (one line naming model.name_or_path) unless `name` can be loaded: "tiny", a local
+    directory with a config.json, a Hub name in the local Hugging Face cache, or one the Hub answers for
+    within a short timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
+    import os
+
+    if name == "tiny":
+        return
+    key = "model.name_or_path"
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "config.json")):
+            raise UserError(f"{key}: directory {name!r} holds no config.json (not a saved Hugging Face model)")
+        return
+    parts = name.split("/")
+    looks_local = name.startswith((".", "/", "~")) or os.sep in name and len(parts) != 2 or name.endswith(os.sep)
+    if os.path.exists(name) or looks_local or not all(parts) or len(parts) > 2:
+        raise UserError(f"{key}: {name!r} is not a directory holding a saved model (nor a Hub name "
+                        "'owner/model')")
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        raise UserError(f"{key}: {name!r} is not a local directory and not in the Hugging Face cache "
+                        "(HF_HUB_OFFLINE is set)")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(name, timeout=_HUB_TIMEOUT)
+    except Exception as e:  # noqa: BLE001 - any failure to reach or find it is the same message to the user
+        raise UserError(f"{key}: {name!r} is not a local directory, not in the Hugging Face cache, and the Hub "
+                        f"did not answer for it ({type(e).__name__}); download it first or give a local path") from e
 
 
 def build_tiny(cfg: Config):
@@ -23,6 +60,7 @@ def load_policy(cfg: Config, log=print):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     name = cfg.model.name_or_path
+    check_model_source(name)
     if name == "tiny":
         if not cfg.model.sft_warm_start:
             model, tok = build_tiny(cfg)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
+from .errors import UserError
+
 T = TypeVar("T")
 
 __all__ = ["Registry", "DuplicateNameError", "UnknownNameError"]
@@ -18,7 +20,7 @@ class DuplicateNameError(ValueError):
     pass
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(UserError, KeyError):
     def __str__(self) -> str:  # KeyError quotes its argument; we want the plain message
         return str(self.args[0])
 

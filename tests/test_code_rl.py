@@ -84,3 +84,6 @@ def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
     assert last > first + 0.05, (first, last)
     assert sum(h["sandbox/runs"] for h in history) > 0 and all(h["sandbox/leftover_processes"] == 0 for h in history)
     assert all(h["verify/masked"] == 0 for h in history)
+    from reasoning_rl.metric_docs import undocumented
+
+    assert undocumented(k for h in history for k in h) == []  # the sandbox metrics are in docs/metrics.md

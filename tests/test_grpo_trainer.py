@@ -5,6 +5,7 @@ import pytest
 
 from reasoning_rl import config
 from reasoning_rl.configs import Config
+from reasoning_rl.metric_docs import undocumented
 from reasoning_rl.trainers.grpo import train_grpo
 
 
@@ -30,6 +31,7 @@ def test_grpo_loop_mechanics(tmp_path, chunks):
     assert len(archive) == 2 * 4 * 4 and len({(r["step"], r["prompt_id"]) for r in archive}) == 2 * 4
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert lines[0]["step"] == 0 and lines[-1]["step"] == 2
+    assert undocumented(k for line in lines for k in line) == []  # docs/metrics.md lists every key written
     assert (tmp_path / "final" / "config.json").exists() and (tmp_path / "ledger.sqlite").exists()
 
 

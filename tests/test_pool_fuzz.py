@@ -158,7 +158,9 @@ class PoolMachine(RuleBasedStateMachine):
         at = at % (len(calls) + 1)
         calls.insert(at, Call("fuzz_graded", "hang", "a", {"timeout": 0.05}))
         out = self.pool.run(calls)
-        assert out[at].status is Status.TIMEOUT and out[at].score is None
+        hung = out[at]
+        died = self.dead_idle_actor and hung.status is Status.ERROR and "worker died" in hung.detail
+        assert (hung.status is Status.TIMEOUT or died) and hung.score is None, hung
         self._check_exact(batch, out[:at] + out[at + 1:])
         COUNTS["timeouts"] += 1
 

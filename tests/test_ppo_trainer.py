@@ -5,6 +5,7 @@ import pytest
 
 from reasoning_rl import config
 from reasoning_rl.configs import Config
+from reasoning_rl.metric_docs import undocumented
 from reasoning_rl.trainers.ppo import AdaptiveKL, train_ppo
 
 
@@ -33,6 +34,7 @@ def test_ppo_loop_mechanics(tmp_path, kl_in_reward):
     assert history[-1]["train/samples"] == 8  # 4 prompts x 2 samples, none masked
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [0, 1, 2]
+    assert undocumented(k for line in lines for k in line) == []  # docs/metrics.md lists every key written
     assert (tmp_path / "final" / "config.json").exists()
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tensorboard").iterdir())
 

@@ -258,3 +258,23 @@ def test_interrupted_batches_leave_the_pool_usable(pool):
         assert time.monotonic() - t0 < 20
     finally:
         REGISTRY.remove("sleepy")
+
+
+def test_an_unpicklable_user_verifier_is_refused_with_a_clear_error(pool):
+    class Local(Verifier):  # defined inside a function: its class cannot be pickled into a worker
+        name, version = "test_local", "1"
+        spec = VerifierSpec(needs=())
+
+        def verify(self, completion, reference=None, **o):
+            return Verdict.correct()
+
+    from verifiers.base import SpecError
+    from verifiers.registry import REGISTRY
+
+    verifiers.register(Local())
+    try:
+        with pytest.raises(SpecError, match="'test_local' cannot be sent to the worker processes"):
+            pool.verify("test_local", "x")
+        assert pool.verify("exact", "1", "1").status is Status.CORRECT
+    finally:
+        REGISTRY.remove("test_local")

@@ -2,8 +2,9 @@
 
 `run_probes(name)` feeds each probe to a verifier through the runtime (worker, wall-clock
 kill) and reports, per probe, the verdict and the time. A probe fails if its verdict is
-CORRECT, or if it was killed at its budget (TIMEOUT): a reward that can be gamed or that
-stalls training is a bug to fix, not a case to mask. `reasoning-rl verifiers probe NAME`
+CORRECT, if it was killed at its budget (TIMEOUT), or if the verifier crashed on it (ERROR):
+a reward that can be gamed, stalls training or masks what it cannot handle is a bug to fix,
+not a case to mask (a verifier that errs on every probe must not read "all probes passed"). `reasoning-rl verifiers probe NAME`
 prints the table and exits non-zero on any failure. Standard library only.
 """
 from __future__ import annotations
@@ -58,7 +59,7 @@ class ProbeResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in (Status.CORRECT, Status.TIMEOUT)
+        return self.status in (Status.CORRECT, Status.TIMEOUT, Status.ERROR)
 
 
 def run_probes(verifier: str, budget: float = 5.0, pool: VerifierPool | None = None) -> list[ProbeResult]:

@@ -303,9 +303,11 @@ class VerifierPool:
         first: dict[str, int] = {}  # cache key -> the call in this batch that computes it
         repeats: list[tuple[int, int]] = []  # (call, the identical earlier call whose verdict it shares)
         timeouts: dict[int, float] = {}
+        blobs: dict[str, bytes | None] = {}
         for i, c in enumerate(calls):
             v = objs.get(c.verifier) or _v.get(c.verifier)
-            objs[c.verifier] = v
+            if c.verifier not in objs:
+                objs[c.verifier], blobs[c.verifier] = v, self._pickle(v)  # a user verifier travels pickled
             timeouts[i] = self._call_timeout(v, c)  # validated for every call before any is sent
             if self.cache_size and v.spec.deterministic:
                 k = cache_key(v, c)
@@ -329,7 +331,7 @@ class VerifierPool:
                 for w in list(self._workers):
                     if w.task is None and pending:
                         i = pending.pop()
-                        if not self._send(w, i, calls[i], objs[calls[i].verifier], timeouts[i], busy, results):
+                        if not self._send(w, i, calls[i], blobs[calls[i].verifier], timeouts[i], busy, results):
                             pending.append(i)  # the worker was dead before the call reached it: send it again
                 if not busy:
                     continue
@@ -357,14 +359,14 @@ class VerifierPool:
             self.stats.record(calls[i].verifier, results[j], None, True)
         return results  # type: ignore[return-value]
 
-    def _send(self, w, i: int, c: Call, v: Verifier, timeout: float, busy: dict, results: list) -> bool:
+    def _send(self, w, i: int, c: Call, pickled: bytes | None, timeout: float, busy: dict, results: list) -> bool:
         """Send call `i` to an idle worker under a fresh call id; an unsendable call is answered ERROR.
 
         False when the worker had died while idle (the call never reached it): it is replaced and the
         caller sends the call again, up to `_SEND_TRIES` times before the call is answered ERROR.
         """
         opts = {k: val for k, val in c.options.items() if k != "timeout"}
-        blob = (c.verifier, None if c.verifier in w.sent_verifiers else self._pickle(v))
+        blob = (c.verifier, None if c.verifier in w.sent_verifiers else pickled)
         self._next_id += 1
         # the worker is marked as holding the call before it is sent: an interrupt between the two must
         # leave a worker that is reaped, never one that owes a reply nobody is waiting for
@@ -453,7 +455,11 @@ class VerifierPool:
                 return None  # built-ins and plugins: the worker loads them by name
         except (KeyError, SpecError):
             pass
-        return pickle.dumps(v)
+        try:
+            return pickle.dumps(v)
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise SpecError(f"verifier {v.name!r} cannot be sent to the worker processes ({e}); define its class at "
+                            "the top level of an importable module") from None
 
     def _replace(self, w: _Worker) -> None:
         w.kill()

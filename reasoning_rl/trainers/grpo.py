@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import dataclasses
 import os
 import random
 import time
@@ -33,6 +34,7 @@ import weakref
 from typing import Callable
 
 from ..configs import Config
+from ..run_dir import new_run_dir
 from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .grpo_batch import tensors_from_groups, update_minibatch
@@ -101,6 +103,9 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     prompts_here = ranks.share(g.prompts_per_step, "grpo.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
+    if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
+        cfg = dataclasses.replace(cfg, output_dir=new_run_dir("grpo"))
+        log(f"run directory: {cfg.output_dir}")
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = ranks.main_first(load_policy, cfg, log=log)
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None

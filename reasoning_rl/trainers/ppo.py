@@ -20,12 +20,14 @@ Not here: a reward model (rewards are verifiers'), resuming a multi-process run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import random
 import time
 from typing import Callable
 
 from ..configs import Config
+from ..run_dir import new_run_dir
 
 
 def _critic(policy):
@@ -105,6 +107,9 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
     prompts_here = ranks.share(p.prompts_per_step, "ppo.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
+    if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
+        cfg = dataclasses.replace(cfg, output_dir=new_run_dir("ppo"))
+        log(f"run directory: {cfg.output_dir}")
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = ranks.main_first(load_policy, cfg, log=log)
     critic = _critic(model)

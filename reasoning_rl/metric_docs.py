@@ -1,0 +1,106 @@
+"""The reference of every metric the trainers write to `metrics.jsonl` (and TensorBoard).
+
+`METRICS` is the one list: name, unit, which trainers write it, and what it means. `docs/metrics.md`
+is generated from it (`python -m reasoning_rl.metric_docs > docs/metrics.md`), and the tests check
+both that the file is up to date and that every key a real GRPO or PPO run writes is listed here,
+so a new metric cannot ship undocumented.
+
+Not here: the metrics that `train dpo` prints (TRL's names: `rewards/margins`, ...), which are
+documented with the DPO trainer.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Metric(NamedTuple):
+    name: str
+    unit: str
+    trainers: str  # "grpo", "ppo" or "grpo, ppo"
+    meaning: str
+
+
+BOTH = "grpo, ppo"
+METRICS: tuple[Metric, ...] = (
+    Metric("step", "round", BOTH, "the training round (0 = the evaluation before the first update)"),
+    # rewards and verification
+    Metric("reward/mean", "reward", BOTH, "mean combined reward over this round's scored samples"),
+    Metric("reward/std", "reward", BOTH, "standard deviation of that reward"),
+    Metric("verify/masked", "samples", BOTH,
+           "samples whose outcome verdict was masked (TIMEOUT, ERROR, ABSTAIN): left out of the update, never 0"),
+    Metric("train/samples", "samples", BOTH, "samples that entered the update this round"),
+    Metric("frac_reward_zero_std", "fraction", "grpo", "groups whose rewards are all equal (no GRPO signal)"),
+    # groups and curriculum
+    Metric("groups/pct_mixed", "fraction", "grpo", "groups with at least one pass and one fail"),
+    Metric("groups/pct_all_pass", "fraction", "grpo", "groups where every scored sample passed"),
+    Metric("groups/pct_all_fail", "fraction", "grpo", "groups where every scored sample failed"),
+    Metric("groups/pct_unscored", "fraction", "grpo", "groups with no scored sample (all masked)"),
+    Metric("curriculum/yield", "fraction", "grpo", "share of generated groups kept by the group filter"),
+    Metric("curriculum/generated_groups", "groups", "grpo", "groups generated to fill this round's batch"),
+    Metric("curriculum/extra_generation_rounds", "rounds", "grpo",
+           "extra generation rounds needed because too few groups were mixed"),
+    Metric("curriculum/batch_full", "0/1", "grpo", "1 when the round's batch reached prompts_per_step groups"),
+    Metric("curriculum/retired", "prompts", "grpo", "prompts the curriculum ledger has retired so far (no longer sampled)"),
+    # the update
+    Metric("loss/policy", "loss", BOTH, "the policy (clipped surrogate) loss, averaged over the round's minibatches"),
+    Metric("loss/value", "loss", "ppo", "the critic's (clipped) value loss"),
+    Metric("value/mean", "return", "ppo", "mean critic value over response tokens"),
+    Metric("value/clipfrac", "fraction", "ppo", "share of value predictions whose clipped term was used"),
+    Metric("ratio/mean", "ratio", BOTH, "mean importance ratio pi_theta / pi_old over response tokens"),
+    Metric("ratio/max", "ratio", BOTH, "largest such ratio"),
+    Metric("clip_ratio/low", "fraction", BOTH, "tokens with ratio < 1 - eps_low and a negative advantage (clipped)"),
+    Metric("clip_ratio/high", "fraction", BOTH, "tokens with ratio > 1 + eps_high and a positive advantage (clipped)"),
+    Metric("clip_ratio/region", "fraction", BOTH, "tokens clipped on either side (low or high)"),
+    Metric("approx_kl", "nats/token", BOTH, "k3 estimate of KL(pi_old || pi_theta) over response tokens"),
+    Metric("kl", "nats/token", BOTH, "k3 estimate of KL to the reference policy (when beta / kl_coef > 0)"),
+    Metric("kl_coef", "coefficient", "ppo", "the KL coefficient in force (changes under the adaptive controller)"),
+    Metric("entropy", "nats/token", BOTH, "policy entropy at the sampled states"),
+    Metric("grad_norm", "norm", BOTH, "policy gradient norm before clipping"),
+    Metric("grad_norm/critic", "norm", "ppo", "critic gradient norm before clipping"),
+    # completions and rollout
+    Metric("completions/mean_length", "tokens", BOTH, "mean generated completion length"),
+    Metric("completions/clipped_ratio", "fraction", BOTH, "completions cut at max_tokens (no EOS)"),
+    Metric("rollout/logprob_mismatch_mean", "nats/token", "grpo",
+           "mean |log p_engine - log p_trainer| over sampled tokens (0 when the trainer samples)"),
+    Metric("rollout/logprob_mismatch_max", "nats/token", "grpo", "largest such difference"),
+    Metric("rollout/staleness", "updates", "grpo", "how many updates old the sampling weights were"),
+    Metric("throughput/tokens_per_s", "tokens/s", "grpo", "generated tokens per second of rollout time"),
+    # code verification
+    Metric("sandbox/programs", "programs", "grpo", "programs verified this round (computed, not cached)"),
+    Metric("sandbox/runs", "runs", "grpo", "sandbox runs this round (one per test run)"),
+    Metric("sandbox/wall_s", "seconds", "grpo", "wall time spent in the sandbox this round"),
+    Metric("sandbox/leftover_processes", "processes", "grpo",
+           "processes left in the sandbox's control groups after the round (should be 0)"),
+    # time
+    Metric("time/rollout", "seconds", BOTH, "generation time this round"),
+    Metric("time/verify", "seconds", BOTH, "verification time on the round's critical path"),
+    Metric("time/verify_busy", "seconds", "grpo",
+           "all verification time, also what overlapped generation (rollout_chunks > 1)"),
+    Metric("time/update", "seconds", BOTH, "time of the optimiser update"),
+    Metric("time/step", "seconds", "grpo", "wall time of the whole round"),
+    Metric("time/push", "seconds", "grpo", "time to push weights to the engine (engines vllm and openai)"),
+    # evaluation
+    Metric("eval/accuracy", "fraction", BOTH, "held-out accuracy, greedy, on eval_size prompts never trained on"),
+)
+
+DOCUMENTED = frozenset(m.name for m in METRICS)
+
+
+def undocumented(keys) -> list[str]:
+    """The keys of a metrics line that `METRICS` does not list."""
+    return sorted(set(keys) - DOCUMENTED)
+
+
+def render_markdown() -> str:
+    lines = ["# Metrics reference", "",
+             "Every key the GRPO and PPO trainers write to `metrics.jsonl` (one JSON line per round) and to "
+             "TensorBoard. Generated from `reasoning_rl/metric_docs.py` by "
+             "`python -m reasoning_rl.metric_docs > docs/metrics.md`; a test fails when a run writes a key "
+             "missing here, or when this file is older than the list.", "",
+             "| metric | unit | trainers | meaning |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{m.name}` | {m.unit} | {m.trainers} | {m.meaning} |" for m in METRICS]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
