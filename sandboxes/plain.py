@@ -1,11 +1,16 @@
 """Plain data across the sandbox wall: a strict, tagged JSON encoding of builtin values.
 
 Values cross between the candidate's process and the checker only as plain data. `encode`
-accepts *exactly* the builtin types (None, bool, int, float, complex, str, bytes, list,
-tuple, dict, set, frozenset) and refuses subclasses, so an object with a forged `__eq__`,
-`__hash__` or `__repr__` can never reach a comparison: the checker compares fresh builtins
-it decoded itself. Tags keep tuples, sets, bytes, non-string keys, big ints and non-finite
-floats exact. Standard library only; loaded by the zygote.
+accepts the builtin types (None, bool, int, float, complex, str, bytes, list, tuple, dict,
+set, frozenset) and the standard value types a correct program returns (Counter,
+defaultdict, OrderedDict, namedtuples, deque, Fraction, Decimal). Subclasses of a builtin
+are read through the *builtin's* own methods (`dict.items(x)`, `tuple.__getitem__`,
+`int.__int__`, ...) and cross as that builtin, so an object with a forged `__eq__`,
+`__iter__`, `__hash__` or `__repr__` can never reach a comparison: the checker compares
+fresh builtins it decoded itself (a Counter arrives as a dict, a namedtuple as a tuple, a
+deque as a list; a Fraction or Decimal as a new one built from its parts). Tags keep tuples,
+sets, bytes, non-string keys, big ints and non-finite floats exact. Standard library only;
+loaded by the zygote.
 
 Not handled on purpose: user classes, generators, functions (a test that needs them must
 use the `unittest`/`assert` kinds on plain results), and shared/cyclic references.
@@ -13,6 +18,9 @@ use the `unittest`/`assert` kinds on plain results), and shared/cyclic reference
 from __future__ import annotations
 
 import base64
+import collections
+import decimal
+import fractions
 import math
 
 MAX_DEPTH = 200
@@ -52,9 +60,40 @@ def encode(value):
             return {"$bytes": base64.b64encode(x).decode()}
         if t is complex:
             return {"$complex": [enc(x.real, depth + 1), enc(x.imag, depth + 1)]}
+        return enc_standard(x, t, depth)
+
+    def enc_standard(x, t, depth):
+        """Standard value types and builtin subclasses, read through the base type's own methods."""
+        if t is fractions.Fraction or isinstance(x, fractions.Fraction):
+            num, den = fractions.Fraction.numerator.fget(x), fractions.Fraction.denominator.fget(x)
+            return {"$fraction": [enc(int.__int__(num), depth + 1), enc(int.__int__(den), depth + 1)]}
+        if isinstance(x, decimal.Decimal):
+            return {"$decimal": decimal.Decimal.__str__(x)}
+        if isinstance(x, collections.deque):
+            return [enc(v, depth + 1) for v in collections.deque.__iter__(x)]
+        if isinstance(x, bool):
+            raise PlainDataError(f"value of type {t.__module__}.{t.__qualname__} is not plain data")
+        for base, read in _BASES:
+            if isinstance(x, base):
+                return enc(read(x), depth + 1)  # a fresh builtin, then encoded as one
         raise PlainDataError(f"value of type {t.__module__}.{t.__qualname__} is not plain data")
 
     return enc(value, 0)
+
+
+# builtin bases of accepted subclasses (Counter, defaultdict, OrderedDict are dicts; namedtuples tuples),
+# each read into a fresh builtin through the base's own methods, never the subclass's
+_BASES = (
+    (dict, lambda x: {k: v for k, v in dict.items(x)}),
+    (tuple, lambda x: tuple(tuple.__getitem__(x, i) for i in range(tuple.__len__(x)))),
+    (list, lambda x: [list.__getitem__(x, i) for i in range(list.__len__(x))]),
+    (str, str.__str__),
+    (int, int.__int__),
+    (float, float.__float__),
+    (frozenset, lambda x: frozenset(frozenset.__iter__(x))),
+    (set, lambda x: set(set.__iter__(x))),
+    (bytes, bytes.__bytes__),
+)
 
 
 def decode(data):
@@ -74,6 +113,8 @@ def decode(data):
                 return float(v)
             if tag == "$bytes" and type(v) is str:
                 return base64.b64decode(v, validate=True)
+            if tag == "$decimal" and type(v) is str:
+                return decimal.Decimal(v)
             if type(v) is list:
                 if tag == "$tuple":
                     return tuple(dec(i, depth + 1) for i in v)
@@ -81,6 +122,8 @@ def decode(data):
                     return {dec(i, depth + 1) for i in v}
                 if tag == "$frozenset":
                     return frozenset(dec(i, depth + 1) for i in v)
+                if tag == "$fraction" and len(v) == 2:
+                    return fractions.Fraction(dec(v[0], depth + 1), dec(v[1], depth + 1))
                 if tag == "$complex" and len(v) == 2:
                     return complex(dec(v[0], depth + 1), dec(v[1], depth + 1))
                 if tag == "$dict" and all(type(p) is list and len(p) == 2 for p in v):

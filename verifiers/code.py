@@ -24,6 +24,7 @@ a 0). Test code (the dataset's, trusted) runs in the verifier's worker process.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import math
@@ -150,10 +151,39 @@ def _run_stdio(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tall
             tally.record(True)
 
 
-def _proxies(session) -> dict:
-    """Callables that forward to the sandboxed program's functions; plain constants as values."""
+def _referenced(code: str) -> tuple[set[str], set[str]]:
+    """(names the test code reads, names it binds itself): which of the candidate's names it may see."""
+    tree = ast.parse(code)
+    reads, binds = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (reads if isinstance(node.ctx, ast.Load) else binds).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.add(node.name)
+        elif isinstance(node, ast.arg):
+            binds.add(node.arg)
+        elif isinstance(node, ast.ImportFrom) and node.module == "solution":
+            reads.update(a.name for a in node.names if a.name != "*")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            binds.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return reads, binds
+
+
+def _exposed(tests: Tests, trusted: dict) -> set[str]:
+    """The candidate's names the tests may read: the entry point, the spec's `names`, and the names the test
+    code reads that neither it, the trusted helpers, nor Python's builtins define. Never `unittest`, never a
+    builtin's name (a candidate's `abs` must not replace the one the tests call), never a helper's."""
+    reads, binds = _referenced(tests.code or "")
+    free = reads - binds - set(trusted) - set(dir(builtins)) - {"unittest", "__name__"}
+    return free | set(tests.names) | ({tests.entry_point} if tests.entry_point else set())
+
+
+def _proxies(session, allowed: set[str]) -> dict:
+    """Callables that forward to the sandboxed program's functions; plain constants as values. Only `allowed`."""
     out = {}
     for name, info in session.names.items():
+        if name not in allowed:
+            continue
         if info.get("callable"):
             def proxy(*args, _name=name, **kwargs):
                 res = session.call(_name, *args, **kwargs)
@@ -219,8 +249,14 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
                 else:
                     tally.record(True)
             return
-        names = _proxies(session)
-        ns = {"__name__": "tests", "__builtins__": builtins, "unittest": unittest, **names}
+        ns = {"__name__": "tests", "__builtins__": builtins, "unittest": unittest}
+        if tests.helpers:  # trusted code given with the problem: its helpers, not the candidate's copies
+            try:
+                exec(compile(tests.helpers, "<helpers>", "exec"), ns)
+            except Exception as e:  # the dataset's helper code is broken: not the candidate's fault
+                raise TestSpecError(f"tests.helpers raised {type(e).__name__}: {e}") from None
+        names = _proxies(session, _exposed(tests, ns))
+        ns.update({k: v for k, v in names.items() if k not in ns or k == tests.entry_point})
         with _solution_module(names):
             if tests.kind == "assert":
                 candidate = names.get(tests.entry_point)
@@ -233,7 +269,7 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
                     if callable(check):
                         check(candidate)
                 except AssertionError as e:
-                    tally.record(False, f"assertion failed {str(e)[:100]}".strip())
+                    tally.record(False, _failed_line(e, tests.code))
                 except SandboxError as e:
                     if not isinstance(e, RunEnded):
                         raise  # the sandbox failed, not the program: ERROR, never a failed test
@@ -243,7 +279,17 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
                 else:
                     tally.record(True)
                 return
-            exec(compile(tests.code, "<tests>", "exec"), ns)
+            try:
+                exec(compile(tests.code, "<tests>", "exec"), ns)
+            except SandboxError as e:
+                if not isinstance(e, RunEnded):
+                    raise
+                tally.record(False, f"the tests could not load: {e}")
+                return
+            except Exception as e:  # the candidate's error, raised while the test module loaded: INCORRECT
+                tally.total = max(tally.total, _count_tests(tests.code) - 1)
+                tally.record(False, f"the tests could not load: {type(e).__name__}: {str(e)[:100]}")
+                return
             suite = unittest.TestSuite()
             loader = unittest.TestLoader()
             for obj in list(ns.values()):
@@ -263,6 +309,19 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
         run = session.close()
         if run is not None:
             tally.add_run(run)
+
+
+def _failed_line(e: AssertionError, code: str) -> str:
+    """`assertion failed at line N: <the test line>` (+ the assertion's message), capped in size."""
+    import traceback
+
+    lines = code.splitlines()
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == "<tests>"]
+    where = ""
+    if frames and frames[-1].lineno and 0 < frames[-1].lineno <= len(lines):
+        where = f" at line {frames[-1].lineno}: {lines[frames[-1].lineno - 1].strip()[:160]}"
+    msg = str(e)[:100]
+    return f"assertion failed{where}" + (f" ({msg})" if msg else "")
 
 
 def _count_tests(code: str) -> int:
@@ -298,6 +357,8 @@ class CodeVerifier(Verifier):
             (_run_stdio if tests.kind == "stdio" else _run_session)(sandbox(), program, tests, lim, tally)
         except SandboxError as e:
             return Verdict.masked_as(Status.ERROR, f"sandbox failure: {e}")
+        except TestSpecError as e:  # the dataset's trusted helper code failed: not the candidate's doing
+            return Verdict.masked_as(Status.ABSTAIN, str(e))
         metrics = {"tests_passed": tally.passed, "tests_total": tally.total, "sandbox_runs": tally.runs,
                    "sandbox_wall_s": tally.wall_s, "sandbox_cpu_s": tally.cpu_s,
                    "peak_memory_mb": tally.peak_memory_bytes / 2**20, "leftover_processes": tally.leftover}

@@ -6,7 +6,22 @@
     {"kind": "assert",   "entry_point": "add", "code": "def check(candidate):\\n    assert candidate(1, 2) == 3"}
     {"kind": "unittest", "code": "class T(unittest.TestCase):\\n    def test_add(self): self.assertEqual(add(1, 2), 3)"}
 
-Optional on any kind: "rel_tol"/"abs_tol" (float comparison for `call`, default exact).
+Optional on any kind: "rel_tol"/"abs_tol" (float comparison for `call`, default exact);
+"helpers": trusted code given with the problem (helper functions the tests call, such as
+HumanEval's `poly`), run on the verifier's side before the tests, never taken from the candidate;
+"names": further names of the candidate the tests may read (besides the entry point and the names
+the test code reads that neither it nor the helpers define).
+
+Public formats as they come:
+    HumanEval  {"prompt": ..., "test": "def check(candidate): ...", "entry_point": "f"}
+               -> assert, with the prompt as trusted helpers
+    MBPP       {"test_list": ["assert f(1) == 2", ...], "test_setup_code": "", "test_imports": [...]}
+               -> unittest, one test per assert (the function is found by the names the asserts read)
+    APPS       {"input_output": {"inputs": [...], "outputs": [...]}}  (or that as a JSON string)
+               -> stdio; with "fn_name": call, each input a list of arguments and each output the
+               expected value (APPS wraps most of them in a one-item list: that list is unwrapped)
+    CodeContests {"public_tests": {"input": [...], "output": [...]}, "private_tests": ..., "generated_tests": ...}
+               -> stdio over every case given
 A JSON string holding one of these dicts is accepted too. `parse_tests` raises `TestSpecError`
 naming the field and the value when a spec is malformed.
 """
@@ -37,6 +52,8 @@ class Tests:
     rel_tol: float = 0.0
     abs_tol: float = 0.0
     extra: dict = field(default_factory=dict)
+    helpers: str | None = None   # trusted code run in the tests' namespace first (never the candidate's)
+    names: tuple = ()            # further candidate names the tests may read
 
     @property
     def runs(self) -> int:
@@ -65,6 +82,78 @@ def _tol(d: dict, key: str) -> float:
     return float(v)
 
 
+def _public_format(spec: dict) -> dict:
+    """A HumanEval, MBPP, APPS or CodeContests row as one of our four kinds (see the module docstring)."""
+    if "test" in spec and "entry_point" in spec:  # HumanEval
+        return {"kind": "assert", "code": spec["test"], "entry_point": spec["entry_point"],
+                **({"helpers": spec["prompt"]} if spec.get("prompt") else {})}
+    if "test_list" in spec:  # MBPP
+        asserts = spec["test_list"]
+        if not isinstance(asserts, list) or not asserts or not all(isinstance(a, str) for a in asserts):
+            raise TestSpecError(f"tests.test_list must be a non-empty list of strings, got {asserts!r:.80}")
+        imports = spec.get("test_imports") or []
+        if not isinstance(imports, list) or not all(isinstance(a, str) for a in imports):
+            raise TestSpecError(f"tests.test_imports must be a list of strings, got {imports!r:.80}")
+        setup = spec.get("test_setup_code") or ""
+        if not isinstance(setup, str):
+            raise TestSpecError(f"tests.test_setup_code must be a string, got {setup!r:.80}")
+        body = "".join(f"    def test_{i}(self):\n" + "".join(f"        {line}\n" for line in a.splitlines())
+                       for i, a in enumerate(asserts))
+        return {"kind": "unittest", "code": "\n".join(imports) + "\n" + setup + "\n\nclass MBPP(unittest.TestCase):\n"
+                + body}
+    if "input_output" in spec:  # APPS
+        io = spec["input_output"]
+        if isinstance(io, str):
+            try:
+                io = json.loads(io)
+            except ValueError:
+                raise TestSpecError(f"tests.input_output must be JSON, got {io[:80]!r}") from None
+        if not isinstance(io, dict) or not isinstance(io.get("inputs"), list) \
+                or not isinstance(io.get("outputs"), list) or len(io["inputs"]) != len(io["outputs"]):
+            raise TestSpecError("tests.input_output must hold 'inputs' and 'outputs' lists of one length")
+        if io.get("fn_name"):
+            cases = [{"args": a if isinstance(a, list) else [a],
+                      "expected": o[0] if isinstance(o, list) and len(o) == 1 else o}
+                     for a, o in zip(io["inputs"], io["outputs"])]
+            return {"kind": "call", "entry_point": io["fn_name"], "cases": cases}
+        return {"kind": "stdio", "cases": [{"stdin": _text(i), "expected_stdout": _text(o)}
+                                           for i, o in zip(io["inputs"], io["outputs"])]}
+    groups = [spec[k] for k in ("public_tests", "private_tests", "generated_tests") if isinstance(spec.get(k), dict)]
+    if groups:  # CodeContests
+        cases = [{"stdin": _text(i), "expected_stdout": _text(o)}
+                 for g in groups for i, o in zip(g.get("input") or [], g.get("output") or [])]
+        return {"kind": "stdio", "cases": cases}
+    raise TestSpecError(f"tests: no 'kind' and not a known public format (HumanEval, MBPP, APPS, CodeContests); "
+                        f"keys: {sorted(spec)[:8]}")
+
+
+def _text(x: Any) -> str:
+    """A stdio input or output as given: a string, or a list of lines."""
+    if isinstance(x, list):
+        return "\n".join(str(line) for line in x) + "\n"
+    if not isinstance(x, str):
+        raise TestSpecError(f"tests: a stdio input/output must be a string or a list of lines, got {x!r:.80}")
+    return x
+
+
+def _trusted(spec: dict) -> dict:
+    """The optional `helpers` (trusted code; must compile) and `names` (identifiers) of a spec."""
+    out: dict = {}
+    if spec.get("helpers") is not None:
+        helpers = _need_str(spec, "helpers", "tests")
+        try:
+            compile(helpers, "<helpers>", "exec")
+        except SyntaxError as e:
+            raise TestSpecError(f"tests.helpers does not compile: {e}") from None
+        out["helpers"] = helpers
+    names = spec.get("names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise TestSpecError(f"tests.names must be a list of identifiers, got {names!r:.80}")
+    if names:
+        out["names"] = tuple(names)
+    return out
+
+
 def parse_tests(spec: Any) -> Tests:
     if isinstance(spec, Tests):
         return spec
@@ -75,10 +164,12 @@ def parse_tests(spec: Any) -> Tests:
             raise TestSpecError(f"tests: a string must hold a JSON object, got {spec[:80]!r} ({e})") from None
     if not isinstance(spec, dict):
         raise TestSpecError(f"tests must be a dict (or JSON object), got {type(spec).__name__}")
+    if "kind" not in spec:
+        spec = _public_format(spec)
     kind = spec.get("kind")
     if kind not in KINDS:
         raise TestSpecError(f"tests.kind must be one of {list(KINDS)}, got {kind!r}")
-    tol = {"rel_tol": _tol(spec, "rel_tol"), "abs_tol": _tol(spec, "abs_tol")}
+    tol = {"rel_tol": _tol(spec, "rel_tol"), "abs_tol": _tol(spec, "abs_tol"), **_trusted(spec)}
     if kind in ("stdio", "call"):
         cases = spec.get("cases")
         if not isinstance(cases, list) or not cases:

@@ -134,6 +134,15 @@ def _lone_values(items: list[Ans]) -> list[Ans] | None:
     return out
 
 
+def _assignments(items: list[Ans]) -> dict[str, Ans] | None:
+    """{name: value} when every item assigns a distinct lone variable (x = 2, y = 3), else None."""
+    values = _lone_values(items)
+    if values is None or len(items) < 2:
+        return None
+    names = [str(a.value[0]) for a in items]
+    return dict(zip(names, values)) if len(set(names)) == len(names) else None
+
+
 def _solve_system(items: list[Ans]):
     """Solutions of a small polynomial system; ValueError for anything else (solve can take minutes)."""
     import sympy as sp
@@ -249,6 +258,9 @@ def equivalent(g: Ans, p: Ans) -> bool:
             return len(named_g) == len(pi) and all(equivalent(a, b) for a, b in zip(named_g, pi))
         if named_p is not None and no_eq_g and gk == "seq" and g.bracket:
             return len(named_p) == len(gi) and all(equivalent(a, b) for a, b in zip(gi, named_p))
+        named = _assignments(gi), _assignments(pi)
+        if None not in named:  # x = 2, y = 3 vs x = 3, y = 2: each variable's own value, by name
+            return named[0].keys() == named[1].keys() and all(equivalent(named[0][k], named[1][k]) for k in named[0])
         if gk == "set" and pk == "set" or (gk == "set" and not p.bracket) or (pk == "set" and not g.bracket):
             if all(a.kind == "eq" for a in gi) and not all(a.kind == "eq" for a in pi):
                 gi = _lone_values(gi) or gi

@@ -1,13 +1,20 @@
 """Find the final answer in a model's full output (the `math` verifier's first step).
 
-Order of trust, first hit wins:
+Order of trust, first hit wins (the second value returned names the path taken, and the
+`math` verifier puts it in every verdict's detail, so a pass found by a fallback is visible):
   1. `\\boxed{...}` / `\\fbox{...}`: all boxed answers must agree (after whitespace
      normalisation); several *different* boxed answers is a hedge and yields no answer.
   2. `<answer>...</answer>` (the last one).
-  3. "final answer: X", "the answer is X", "answer: X" (the last such phrase).
-  4. For short outputs (one line, no sentence): the whole output.
-  5. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the last
+  3. `#### X` (GSM8K's marker; the last one), then a line that starts `A: X` (the last one).
+  4. "final answer: X", "the answer is X", "answer: X" (the last such phrase).
+  5. A bold `**X**` on one of the last two lines, when X is short and not prose.
+  6. For short outputs (one line, no sentence): the whole output.
+  7. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the last
      number on the last line that has one.
+
+Prose with money is not maths: a `$...$` span whose content reads as a sentence ("$2 per egg
+and has 9 left, so $") is not taken for a math span. Calculator annotations (`<<2*9=18>>`,
+GSM8K's) are removed before anything else.
 
 Hedges are refused here, before any maths: "A or B or C" enumerations in the answer
 slot, and answers longer than `MAX_ANSWER_CHARS`. Only the last `TAIL_CHARS` of an
@@ -30,6 +37,11 @@ _PHRASE = re.compile(
 _NOISE = re.compile(r"<\|[^|>]{1,40}\|>(?:(?!<\|).)*$|\s*I hope it is correct\.?", re.S | re.I)
 _MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\[([^\[\]\n]{1,200})\]", re.S)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_CALC = re.compile(r"<<[^<>\n]{0,200}>>")
+_HASHES = re.compile(r"####\s*([^\n]+)")
+_A_LINE = re.compile(r"(?:^|\n)[ \t]*(?:\*\*)?A(?:\*\*)?[ \t]*:[ \t]*([^\n]+)")
+_BOLD = re.compile(r"\*\*([^*\n]{1,80})\*\*")
+_BOLD_ANSWER = re.compile(r"[-+]?\$?\s*-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?")  # a bare number
 _HEDGE = re.compile(r"(?:^|\s|\$)(?:or|and/or)(?:\s|\$|$)", re.I)
 
 
@@ -89,7 +101,7 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         return None, "no output"
     full = str(text)
     s = full[-TAIL_CHARS:] if len(full) > TAIL_CHARS else full
-    s = _NOISE.sub("", s).strip()
+    s = _CALC.sub("", _NOISE.sub("", s)).strip()
     if not s:
         return None, "empty output"
     boxes = distinct_boxes(full)  # over the whole text: a long boxed answer must not be cut in half
@@ -100,6 +112,12 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     tags = _ANSWER_TAG.findall(s)
     if tags:
         return tags[-1].strip() or None, "answer tag"
+    for marker, how in ((_HASHES, "#### marker"), (_A_LINE, "A: line")):
+        found = marker.findall(s)
+        if found:
+            answer = _marker_answer(found[-1])
+            if answer:
+                return answer, how
     phrases = list(_PHRASE.finditer(s))
     if phrases:
         rest = s[phrases[-1].end():]
@@ -119,7 +137,11 @@ def extract_answer(text: str) -> tuple[str | None, str]:
                 line = next(x for x in spans[-1].groups() if x is not None).strip()
         if line:
             return line, "answer phrase"
-    spans = list(_MATH_SPANS.finditer(s))
+    tail = "\n".join([ln for ln in s.splitlines() if ln.strip()][-2:])
+    bold = [b.strip() for b in _BOLD.findall(tail) if _BOLD_ANSWER.fullmatch(b.strip()) or "\\" in b]
+    if bold:
+        return _clean_tail(bold[-1]), "bold"
+    spans = _math_spans(s)
     if spans and re.search(r"\$|\\\(|\\\[", s) and s[:spans[0].start()].strip():
         g = spans[-1].groups()  # "Answer $9$", "Therefore, $$3!$$": the maths, not the words
         return next(x for x in g if x is not None).strip(), "last math span"
@@ -128,11 +150,28 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     if spans:
         g = spans[-1].groups()
         return next(x for x in g if x is not None).strip(), "last math span"
-    for line in reversed(s.splitlines()):
+    for line in reversed(s.replace("$", " ").splitlines()):
         nums = _NUMBER.findall(line)
         if nums:
             return nums[-1], "last number"
     return None, "no answer found"
+
+
+def _math_spans(s: str) -> list:
+    """Math spans, leaving out `$...$` pairs that are two amounts of money in prose (their content reads
+    as a sentence): "sells them for $2 per egg ... makes $18" holds no maths."""
+    return [m for m in _MATH_SPANS.finditer(s)
+            if m.group(2) is None or "\\" in m.group(2) or not looks_like_prose(m.group(2))]
+
+
+def _marker_answer(text: str) -> str:
+    """The answer after a `####` or `A:` marker: the maths in it if it is a sentence, else the text."""
+    line = _clean_tail(text.strip())
+    if looks_like_prose(line):
+        nums = _NUMBER.findall(line.replace("$", " "))
+        return nums[-1] if nums else ""
+    m = _MATH_SPANS.fullmatch(line)
+    return next(g for g in m.groups() if g is not None).strip() if m else line
 
 
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\W\d_A-Za-z]{2,}")

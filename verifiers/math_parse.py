@@ -303,7 +303,7 @@ def _parse_answer(answer: str) -> Ans:
     if m:
         return Ans("text", f"{m.group(1)}_{m.group(2)}", raw=raw)
     plain = latex_to_text(strip_number_format(s))
-    plain = re.sub(r"(?<![\w.:])0+(?=\d)", "", plain)  # leading zeros: 033 -> 33
+    plain = re.sub(r"(?<![\w.:,])0+(?=\d)", "", plain)  # leading zeros: 033 -> 33 (not a thousands group: 4,007)
     m = re.fullmatch(r"\(?([A-J])\)?(?:[.:)。](?:\s+.*)?|\s+[A-Z][a-z]+.*)?", plain)
     if m and not re.fullmatch(r"[A-J]\s*[=<>].*", plain):
         return Ans("choice", m.group(1), raw=raw)
@@ -327,7 +327,7 @@ def _parse_answer(answer: str) -> Ans:
     if mm:
         v = sp.Integer(mm.group(2)) + sp.Rational(int(mm.group(3)), int(mm.group(4)))
         return _expr(-v if mm.group(1) == "-" else v, raw)
-    t = strip_units(plain)
+    t = strip_number_format(strip_units(plain))  # "4,007 dollars" -> "4,007" -> "4007"
     t = re.sub(r"\s*DEGREE\s*$", "", t).strip()
     t = re.sub(r"\\+$", "", t).strip()
     if "≈" in t:  # "exact ≈ approximate": the exact part is the answer; "x ≈ 11": the value

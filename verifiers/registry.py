@@ -40,8 +40,10 @@ def _builtins() -> list[Verifier]:
     from .judge import JudgeVerifier
     from .format import Boxed, Repetition, SoftLength, ThinkAnswer
     from .math_verifier import MathVerifier
+    from .math_verify_verifier import MathVerifyVerifier
 
-    return [ExactMatch(), MathVerifier(), CodeVerifier(), JudgeVerifier(), ThinkAnswer(), Boxed(), SoftLength(), Repetition()]
+    return [ExactMatch(), MathVerifier(), MathVerifyVerifier(), CodeVerifier(), JudgeVerifier(), ThinkAnswer(), Boxed(),
+            SoftLength(), Repetition()]
 
 
 def _instantiate(obj):

@@ -46,15 +46,28 @@ def test_non_finite_floats_and_huge_ints_survive():
 
 
 @pytest.mark.parametrize("bad", [
-    type("Forged", (int,), {"__eq__": lambda s, o: True, "__hash__": int.__hash__})(3),  # subclass of int
-    type("S", (str,), {})("x"),
     object(),
     lambda: 1,
     [1, [2, object()]],
+    type("Opaque", (), {"__eq__": lambda s, o: True})(),
 ])
-def test_anything_but_exact_builtins_is_refused(bad):
+def test_anything_but_builtins_and_standard_values_is_refused(bad):
     with pytest.raises(PlainDataError):
         encode(bad)
+
+
+@pytest.mark.parametrize("forged,base,value", [
+    (type("Forged", (int,), {"__eq__": lambda s, o: True, "__hash__": int.__hash__,
+                             "__int__": lambda s: 99, "__index__": lambda s: 99})(3), int, 3),
+    (type("S", (str,), {"__str__": lambda s: "lie", "__eq__": lambda s, o: True, "__hash__": str.__hash__})("x"),
+     str, "x"),
+    (type("L", (list,), {"__iter__": lambda s: iter([0]), "__eq__": lambda s, o: True})([1, 2]), list, [1, 2]),
+    (type("T", (tuple,), {"__iter__": lambda s: iter([0]), "__len__": lambda s: 0})((1, 2)), tuple, (1, 2)),
+    (type("D", (dict,), {"items": lambda s: [("a", 1)], "__eq__": lambda s, o: True})(z=9), dict, {"z": 9}),
+])
+def test_builtin_subclasses_cross_as_their_base_with_the_forgery_left_behind(forged, base, value):
+    out = decode(json.loads(json.dumps(encode(forged))))
+    assert type(out) is base and out == value  # read through the base type's own methods, not the subclass's
 
 
 def test_decode_refuses_unknown_tags():
