@@ -164,3 +164,17 @@ PUBLIC_ROWS = [
 def test_public_test_formats_as_they_come(code_verifier, program, row, expected):
     v = code_verifier.verify(program, row)
     assert v.status is expected, v.detail
+
+
+def test_masking_escape_probes_all_pass(code_verifier):
+    """The code probe class (verifiers/probes.py): each wrong program ends INCORRECT or UNPARSEABLE, never
+    CORRECT and never masked. Run in-process inside the second net (the probes include runaway programs)."""
+    from verifiers.probes import CODE_PROBES, PROBE_LIMITS, ProbeResult
+
+    results = []
+    for p in CODE_PROBES:
+        v = code_verifier.verify(p.completion, p.reference, limits=PROBE_LIMITS)
+        results.append(ProbeResult(p, v.status, 0.0, v.detail))
+    failed = [(r.probe.name, r.status.value, r.detail[:120]) for r in results if r.failed]
+    assert failed == []
+    assert {r.status for r in results} <= {Status.INCORRECT, Status.UNPARSEABLE}
