@@ -260,5 +260,12 @@ def test_ray_pool_never_returns_another_calls_verdict():
             RayPoolMachine.shared.close()
             RayPoolMachine.shared = None
     print(dict(COUNTS))
+    import ray
+
+    deadline = time.monotonic() + 30  # ray.kill is asynchronous: the CPUs come back shortly
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # no actor outlives the closed pool, also none an interrupt orphaned mid-creation
+    assert ray.available_resources().get("CPU", 0) == ray.cluster_resources().get("CPU", 0)
     assert COUNTS["exact"] + COUNTS["masked by a kill"] + COUNTS["masked by an earlier kill"] >= 100
     assert COUNTS["workers killed"] > 0

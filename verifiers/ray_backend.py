@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 import pickle
 import socket
 import sys
@@ -122,11 +123,36 @@ class _Proc:
         pass
 
 
+def sweep(tag: str, keep: frozenset = frozenset()) -> int:
+    """Kill every actor named with the pool's `tag` except those in `keep` (the pool's live workers), also one
+    whose handle an interrupt lost mid-creation (it would hold its CPU for good, and a 2-CPU cluster would
+    schedule no new actor). Returns how many."""
+    import ray
+
+    if not ray.is_initialized():
+        return 0
+    n = 0
+    for name in ray.util.list_named_actors():
+        if name.startswith(tag) and name not in keep:
+            with contextlib.suppress(Exception):
+                ray.kill(ray.get_actor(name), no_restart=True)
+                n += 1
+    return n
+
+
 class RayWorker:
-    def __init__(self, memory_mb: int, address: str | None = None) -> None:
+    def __init__(self, memory_mb: int, address: str | None = None, tag: str = "rrl-verifier") -> None:
         _ADDRESS[0] = address
-        self.actor = _actor_class().remote(memory_mb)
-        _ray().get(self.actor.ready.remote(), timeout=300)  # started and loaded: deadlines count calls only
+        self.name = f"{tag}-{uuid.uuid4().hex[:12]}"
+        self.actor = _actor_class().options(name=self.name).remote(memory_mb)
+        ready = False
+        try:
+            _ray().get(self.actor.ready.remote(), timeout=300)  # started and loaded: deadlines count calls only
+            ready = True
+        finally:
+            if not ready:  # an interrupt or a failed start: an actor no pool knows about would hold its CPU for good
+                with contextlib.suppress(Exception):
+                    _ray().kill(self.actor, no_restart=True)
         self.conn = _Conn(self.actor)
         self.proc = _Proc()
         self.task: int | None = None

@@ -241,13 +241,15 @@ class VerifierPool:
         self.stats = _Stats()
         self.workers_replaced = 0
         self._next_id = 0  # the id of the last call sent; replies carry it back
+        self._tag = f"rrl-verifier-{os.getpid()}-{id(self):x}"  # names this pool's Ray actors
 
     # -- lifecycle ---------------------------------------------------------------
     def _new_worker(self):
         if self.backend == "ray":
-            from .ray_backend import RayWorker
+            from .ray_backend import RayWorker, sweep
 
-            return RayWorker(self.memory_mb, self.ray_address)
+            sweep(self._tag, frozenset(w.name for w in self._workers))  # actors an interrupt orphaned: their CPUs
+            return RayWorker(self.memory_mb, self.ray_address, self._tag)
         for attempt in range(_START_TRIES):
             try:
                 return _Worker(self.memory_mb)
@@ -267,6 +269,10 @@ class VerifierPool:
         for w in self._workers:
             w.stop()
         self._workers = []
+        if self.backend == "ray":
+            from .ray_backend import sweep
+
+            sweep(self._tag)  # actors an interrupt left behind
 
     def __enter__(self) -> "VerifierPool":
         return self
