@@ -1,4 +1,4 @@
-"""Prompt samplers: uniform, and weighted toward the mixed band (ALGORITHMS.md §9).
+"""Prompt samplers: uniform, and weighted toward the mixed band (docs/algorithms.md §curriculum).
 
 mixed_band weighs prompt i by w_i = max(floor, 1 - p_i^G - (1 - p_i)^G): the probability
 that a group of G samples comes back mixed and so carries a GRPO signal. p_i is the

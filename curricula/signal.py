@@ -1,4 +1,4 @@
-"""How much GRPO signal a prompt can give (ALGORITHMS.md §9).
+"""How much GRPO signal a prompt can give (docs/algorithms.md §curriculum).
 
 With binary outcomes and success rate p, a group of G i.i.d. samples is mixed (carries a
 signal) with probability P(mixed) = 1 - p^G - (1 - p)^G. The curriculum sampler weights

@@ -1,4 +1,4 @@
-"""Advantage estimators: a registry of pure functions (ALGORITHMS.md §2, §4, §7).
+"""Advantage estimators: a registry of pure functions (docs/algorithms.md §grpo-advantages, §gae, §process).
 
 Group estimators take rewards `R` of shape (B, G) -- B prompts, G samples each -- and a
 validity mask `valid` (B, G): False where the sample's verdict was masked (ABSTAIN,
@@ -188,7 +188,7 @@ def grpo_reference(R, valid, eps: float = 1e-4):
 @ADVANTAGES.register("process")
 def process(step_rewards: torch.Tensor, step_ends: torch.Tensor, step_mask: torch.Tensor, T: int,
             eps: float = 1e-4) -> torch.Tensor:
-    """Process-supervision advantages for one batch of groups (ALGORITHMS.md §7).
+    """Process-supervision advantages for one batch of groups (docs/algorithms.md §process).
 
     step_rewards, step_ends, step_mask: (B, G, K) -- K steps at most per sample, `step_ends` the index of each
     step's last response token, `step_mask` 1 for real steps. Rewards are normalised over all real steps of

@@ -1,4 +1,4 @@
-"""Response-only token log-probabilities from a causal LM (ALGORITHMS.md §1).
+"""Response-only token log-probabilities from a causal LM (docs/algorithms.md §logprobs).
 
 log pi(y|x) = sum_t log pi(y_t | x, y_<t), over response tokens only: the prompt and the
 padding are masked. Inputs follow the rollout layout: the prompt left-padded, the

@@ -1,4 +1,4 @@
-"""Losses: registries of pure functions over per-token tensors (ALGORITHMS.md §3, §5, §6, §8).
+"""Losses: registries of pure functions over per-token tensors (docs/algorithms.md §ppo-clip, §kl, §aggregation, §entropy, §dpo).
 
 Shapes: B sequences, T response tokens. `mask` (B, T) is 1 on response tokens and 0 on
 prompt/padding. Every policy-type loss returns `LossOut(loss, metrics)`: a scalar to

@@ -1,6 +1,6 @@
 """The torch side of model-backed verifiers: a local judge's generation and a PRM's step scoring.
 
-`verifiers/` stays importable without torch (DESIGN.md); `verifiers.judge` (backend "hf") and
+`verifiers/` stays importable without torch; `verifiers.judge` (backend "hf") and
 `verifiers.prm` import this module only when they run a model. Nothing here decides a verdict.
 """
 from __future__ import annotations

@@ -159,7 +159,7 @@ class Group:
         return [s.outcome(verifier) for s in self.samples]
 
     def is_mixed(self, verifier: str) -> bool:
-        """At least one pass and one fail among the *scored* samples (ALGORITHMS.md §9)."""
+        """At least one pass and one fail among the *scored* samples (docs/algorithms.md §curriculum)."""
         scored = [o for o in self.outcomes(verifier) if o is not None]
         return any(scored) and not all(scored)
 

@@ -1,4 +1,4 @@
-"""ALGORITHMS.md §2, §4, §7 as tests: every Property of the advantage estimators."""
+"""docs/algorithms.md §grpo-advantages, §gae, §process as tests: every Property of the advantage estimators."""
 import itertools
 import math
 import random

@@ -8,3 +8,35 @@ def test_metrics_reference_is_generated_from_the_code():
     assert len({m.name for m in METRICS}) == len(METRICS)  # no metric listed twice
     assert (ROOT / "docs" / "metrics.md").read_text() == render_markdown(), \
         "docs/metrics.md is stale: python -m reasoning_rl.metric_docs > docs/metrics.md"
+
+
+def _project_files():
+    skip = {".venv", ".venv-vllm", ".git", "runs", "build", "dist", ".hypothesis", ".pytest_cache"}
+    for path in ROOT.rglob("*"):
+        if path.is_file() and path.suffix in (".py", ".md", ".yaml", ".toml", ".cfg", ".txt") \
+                and not skip & set(path.relative_to(ROOT).parts):
+            yield path
+
+
+def test_every_algorithms_citation_names_a_section_that_exists():
+    import re
+
+    doc = (ROOT / "docs" / "algorithms.md").read_text()
+    sections = set(re.findall(r"^## §([a-z][\w-]*)", doc, re.M))
+    assert {"grpo-advantages", "ppo-clip", "gae", "kl", "dpo", "process", "curriculum"} <= sections
+    cited, missing = 0, []
+    for path in _project_files():
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if "docs/algorithms.md" in line and path.name != "algorithms.md":
+                for name in re.findall(r"§([a-z][\w-]*)", line):
+                    cited += 1
+                    if name not in sections:
+                        missing.append(f"{path.relative_to(ROOT)}:{n}: §{name}")
+    assert missing == [] and cited >= 15
+
+
+def test_nothing_cites_a_document_outside_the_repository():
+    outside = ("ALGORITHMS" + ".md", "DESIGN" + ".md", "../" + "shared/ALGORITHMS", "../" + "shared/DESIGN")
+    hits = [f"{p.relative_to(ROOT)}:{n}" for p in _project_files()
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if any(o in line for o in outside)]
+    assert hits == []

@@ -1,4 +1,4 @@
-"""Response-only log-probs (ALGORITHMS.md §1): prompt and padding masked, padding layout irrelevant."""
+"""Response-only log-probs (docs/algorithms.md §logprobs): prompt and padding masked, padding layout irrelevant."""
 import pytest
 import torch
 

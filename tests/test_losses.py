@@ -1,4 +1,4 @@
-"""ALGORITHMS.md §3, §5, §6, §8 as tests: PPO clip, KL estimators, aggregation, DPO."""
+"""docs/algorithms.md §ppo-clip, §kl, §aggregation, §dpo as tests: PPO clip, KL estimators, aggregation, DPO."""
 import math
 
 import pytest

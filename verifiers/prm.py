@@ -12,7 +12,7 @@ followed by `step_tag` (the marker the PRM was trained to read; e.g. "<extra_0>"
 Step scores aggregate by `min` (default), `last`, `mean` or `prod`; status CORRECT when the
 aggregate reaches `threshold`. `verify_batch` scores a whole batch in one padded forward pass
 (CPU or GPU). Step scores travel in `Verdict.metrics` as `step_0`, `step_1`, ... and `steps`, which
-the GRPO trainer turns into process-supervision advantages (ALGORITHMS.md §7).
+the GRPO trainer turns into process-supervision advantages (docs/algorithms.md §process).
 
 Not here: training (see `reasoning_rl/prm.py` and `reasoning-rl train prm`).
 """

@@ -2,7 +2,7 @@
 
     tensors_from_groups(groups, reward, tok, gcfg) -> (p_ids, p_mask, c_ids, c_mask, logp_old, A) or None
         A (n,) per sequence from the group-normalised advantage, or (n, Tc) per token (process supervision,
-        ALGORITHMS.md §7, from the `prm` verdicts' step scores); masked samples are left out.
+        docs/algorithms.md §process, from the `prm` verdicts' step scores); masked samples are left out.
     update_minibatch(model, ref, ranks, gcfg, agg, tensors, idx) -> metrics
         accumulates the PPO-clip gradient of the rows `idx` over length-bucketed micro-batches.
 
@@ -67,7 +67,7 @@ def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
 
 
 def _process_advantages(groups, valid, tok):
-    """ALGORITHMS.md §7 from the `prm` verdicts' step scores: A (B, G, T)."""
+    """docs/algorithms.md §process from the `prm` verdicts' step scores: A (B, G, T)."""
     import torch
 
     from ..advantages import ADVANTAGES

@@ -5,7 +5,7 @@ One round (a "step"):
   2. the verifier pool scores them; masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
   3. token rewards: the outcome score on each completion's last token; with `kl_in_reward`,
      r_t -= kl_coef * (log pi_old - log pi_ref) on every token (else k3 KL in the loss, never both);
-  4. V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (ALGORITHMS.md §2);
+  4. V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (docs/algorithms.md §gae);
      A whitened over the batch's tokens;
   5. `num_epochs` epochs of minibatches: policy loss = PPO clip (- ent_coef * entropy), critic loss =
      clipped value loss; each model its own optimiser and gradient clip; micro-batches accumulate;
