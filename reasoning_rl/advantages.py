@@ -185,6 +185,16 @@ def grpo_reference(R, valid, eps: float = 1e-4):
     return out
 
 
+def whiten(A: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Advantages whitened over the masked tokens (docs/algorithms.md §gae): (A - mean) / (std + eps), 0 off the
+    mask; mean and population std over the masked entries only. (B, T) -> (B, T)"""
+    m = mask.to(A.dtype)
+    n = m.sum().clamp(min=1)
+    mu = (A * m).sum() / n
+    sd = (((A - mu) ** 2 * m).sum() / n).sqrt()
+    return (A - mu) / (sd + eps) * m
+
+
 @ADVANTAGES.register("process")
 def process(step_rewards: torch.Tensor, step_ends: torch.Tensor, step_mask: torch.Tensor, T: int,
             eps: float = 1e-4) -> torch.Tensor:

@@ -77,6 +77,28 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
 
 
 # ---------------------------------------------------------------- KL estimators (§5)
+def masked_nll(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean negative log-likelihood of `target` over the masked positions (docs/algorithms.md §sft):
+    L = -sum_t m_t log softmax(logits_t)[y_t] / sum_t m_t.  logits (B, T, V), target (B, T), mask (B, T) -> ()"""
+    nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1), reduction="none")
+    mask = mask.to(nll.dtype)
+    return (nll.view_as(mask) * mask).sum() / mask.sum().clamp(min=1)
+
+
+def rpo_nll(logp_chosen: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tensor:
+    """The RPO term (docs/algorithms.md §dpo): the chosen responses' NLL averaged over all their tokens in the
+    batch, -sum_i log pi(y_w,i) / sum_i |y_w,i| (TRL's "sft" loss; not a mean of per-sequence means).
+    logp_chosen (B,) sequence log-probs, n_tokens (B,) their lengths -> ()"""
+    return -(logp_chosen.sum() / n_tokens.sum())
+
+
+def adaptive_kl_coef(coef: float, kl: float, target: float, horizon: int, n_steps: int = 1) -> float:
+    """The adaptive KL controller's next coefficient (docs/algorithms.md §kl; Ziegler et al. 2019):
+    beta <- beta * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon)."""
+    err = max(-0.2, min(0.2, kl / target - 1.0))
+    return coef * (1.0 + err * n_steps / horizon)
+
+
 @KL_ESTIMATORS.register("k1")
 def kl_k1(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     """k1 = log(pi_theta / pi_ref). Unbiased for KL(pi_theta || pi_ref) under pi_theta; can be negative."""

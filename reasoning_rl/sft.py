@@ -66,13 +66,10 @@ def encode_pairs(tokenizer, prompts: list[str], completions: list[str]):
 
 def sft_loss(model, ids, attn, resp):
     """Mean next-token cross-entropy over response tokens. Shapes: ids/attn/resp (B, T)."""
-    import torch.nn.functional as F
+    from .losses import masked_nll
 
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]  # (B, T-1, V)
-    target = ids[:, 1:]  # (B, T-1)
-    mask = resp[:, 1:].float()
-    nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1), reduction="none")
-    return (nll.view_as(mask) * mask).sum() / mask.sum().clamp(min=1)
+    return masked_nll(logits, ids[:, 1:], resp[:, 1:].float())  # next token of each response position
 
 
 def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str:

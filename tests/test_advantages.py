@@ -254,3 +254,19 @@ def test_blocked_discounted_cumsum_equals_the_sum(B, T, chunk, c, seed):
 def test_gae_refuses_a_mask_with_holes():
     with pytest.raises(ValueError, match="right-padded"):
         gae(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([[1.0, 0.0, 1.0]]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(B=st.integers(1, 4), T=st.integers(2, 8), seed=st.integers(0, 10**6))
+def test_whitened_advantages_have_mean_zero_and_unit_std_on_the_mask(B, T, seed):
+    from reasoning_rl.advantages import whiten
+
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(B, T, generator=g, dtype=torch.float64) * 3 + 1
+    mask = torch.rand(B, T, generator=g) < 0.7
+    mask[0, :2] = True
+    W = whiten(A, mask)
+    on = W[mask]
+    assert abs(on.mean().item()) < 1e-9
+    assert abs(on.pow(2).mean().sqrt().item() - 1) < 1e-6  # population std 1
+    assert (W[~mask] == 0).all()

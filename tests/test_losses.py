@@ -242,3 +242,40 @@ def test_ipo_and_bradley_terry():
 
 def test_kl_k1_sign():
     assert kl_k1(torch.tensor(-1.0), torch.tensor(-2.0)).item() == 1.0
+
+
+# --- the formulas that used to live in the trainers (docs/algorithms.md §sft, §dpo, §kl)
+@settings(max_examples=40, deadline=None)
+@given(B=st.integers(1, 4), T=st.integers(1, 6), V=st.integers(2, 7), seed=st.integers(0, 10**6))
+def test_masked_nll_is_cross_entropy_over_the_masked_positions_alone(B, T, V, seed):
+    from reasoning_rl.losses import masked_nll
+
+    g = torch.Generator().manual_seed(seed)
+    logits, target = torch.randn(B, T, V, generator=g), torch.randint(0, V, (B, T), generator=g)
+    mask = torch.rand(B, T, generator=g) < 0.6
+    mask[0, 0] = True
+    want = F.cross_entropy(logits[mask], target[mask])  # only the masked positions, unpadded
+    assert torch.allclose(masked_nll(logits, target, mask), want, atol=1e-6)
+
+
+def test_rpo_nll_weighs_tokens_not_sequences():
+    from reasoning_rl.losses import rpo_nll
+
+    logp, n = torch.tensor([-2.0, -20.0]), torch.tensor([2.0, 20.0])  # 1 nat per token in both
+    assert rpo_nll(logp, n).item() == pytest.approx(22.0 / 22.0)
+    logp2 = torch.tensor([-4.0, -20.0])  # 2 nats/token on a short one: a mean of means would say 1.5
+    assert rpo_nll(logp2, n).item() == pytest.approx(24.0 / 22.0)
+
+
+@given(coef=st.floats(1e-3, 10), kl=st.floats(0, 10), target=st.floats(1e-3, 1), horizon=st.integers(1, 10**4),
+       n=st.integers(1, 64))
+def test_adaptive_kl_step_is_bounded_and_moves_toward_the_target(coef, kl, target, horizon, n):
+    from reasoning_rl.losses import adaptive_kl_coef
+
+    new = adaptive_kl_coef(coef, kl, target, horizon, n)
+    assert abs(new / coef - 1) <= 0.2 * n / horizon + 1e-12
+    if kl > target * 1.001:
+        assert new > coef
+    elif kl < target * 0.999:
+        assert new < coef
+    assert adaptive_kl_coef(coef, target, target, horizon, n) == pytest.approx(coef)

@@ -59,7 +59,7 @@ def margins(model, ref, tok, rows: Sequence[dict], beta: float, batch_size: int 
 def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> dict[str, float]:
     import torch
 
-    from ..losses import dpo_sigmoid
+    from ..losses import dpo_sigmoid, rpo_nll
 
     from .distributed import Ranks
 
@@ -89,7 +89,7 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
             out = dpo_sigmoid(lw, ll, rw, rl, beta=d.beta)
             loss = out.loss
             if d.rpo_alpha > 0:  # RPO: NLL of the chosen responses, mean over all their tokens in the batch
-                loss = loss + d.rpo_alpha * -(lw.sum() / n_w.sum())  # (TRL's "sft" term; not a mean of means)
+                loss = loss + d.rpo_alpha * rpo_nll(lw, n_w)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if d.grad_clip > 0:

@@ -27,6 +27,8 @@ import time
 from typing import Callable
 
 from ..configs import Config
+from ..advantages import whiten
+from ..losses import adaptive_kl_coef
 from ..run_dir import new_run_dir
 
 
@@ -56,14 +58,13 @@ def _critic(policy):
 
 
 class AdaptiveKL:
-    """kl_coef <- kl_coef * (1 + clip(KL / target - 1, -0.2, 0.2) * n / horizon) (Ziegler et al. 2019)."""
+    """The KL coefficient under `losses.adaptive_kl_coef` (docs/algorithms.md §kl), kept across rounds."""
 
     def __init__(self, coef: float, target: float, horizon: int) -> None:
         self.coef, self.target, self.horizon = coef, target, horizon
 
     def update(self, kl: float, n_steps: int = 1) -> float:
-        err = max(-0.2, min(0.2, kl / self.target - 1.0))
-        self.coef *= 1.0 + err * n_steps / self.horizon
+        self.coef = adaptive_kl_coef(self.coef, kl, self.target, self.horizon, n_steps)
         return self.coef
 
     def state_dict(self) -> dict:
@@ -195,9 +196,7 @@ def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable
                             R = kl_in_reward(R, old, lref, c_mask, kl_ctl.coef)
                     A, returns = gae(R, values_old, c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
                     if p.whiten_advantages:  # over this rank's batch
-                        mu = masked_mean(A, c_mask)
-                        sd = (((A - mu) ** 2 * c_mask).sum() / c_mask.sum().clamp(min=1)).sqrt().item()
-                        A = (A - mu) / (sd + 1e-8) * c_mask
+                        A = whiten(A, c_mask)
                 if ref is not None and ranks.world > 1:  # one KL coefficient on every rank
                     kls = [x for x in ranks.gather([m.get("kl")]) if x is not None]
                     if kls:
