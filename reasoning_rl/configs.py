@@ -8,9 +8,44 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import knob
-from .prm import PRMTrainConfig
-from .tiny.model import TinyModelConfig
-from .tiny.tasks import TaskConfig
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    hidden_size: int = knob(128, "width of the residual stream", min=16)
+    num_layers: int = knob(4, "transformer blocks", min=1, max=64)
+    num_heads: int = knob(2, "attention heads (head_dim = hidden_size / num_heads; vLLM CPU wants >= 64)", min=1)
+    intermediate_size: int = knob(512, "MLP width", min=16)
+    max_position_embeddings: int = knob(256, "longest prompt + completion in tokens", min=16)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    kind: str = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, tiny/code_tasks.py)",
+                     choices=("arithmetic", "code"))
+    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py; "
+                                     "for kind=code, names from tiny/code_tasks.py, or none listed = all)")
+    max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
+    num_train: int = knob(4000, "train prompts", min=1)
+    num_test: int = knob(400, "held-out prompts (never overlap train)", min=1)
+    heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out", min=1, max=90)
+    seed: int = knob(0, "generation seed")
+
+
+@dataclass(frozen=True)
+class PRMTrainConfig:
+    steps: int = knob(2500, "optimiser steps (about 10 minutes on one thread)", min=1)
+    batch_size: int = knob(64, "solutions per step", min=1)
+    lr: float = knob(3e-4, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
+    head_lr: float = knob(3e-3, "learning rate of the new classification head (0 = same as lr); a head faster "
+                               "than a pretrained body keeps the body's arithmetic", min=0.0)
+    num_train: int = knob(20000, "generated training solutions", min=1)
+    num_test: int = knob(400, "held-out solutions (prompts never in training)", min=1)
+    error_rate: float = knob(0.5, "share of solutions with one injected error", min=0.0, max=1.0)
+    max_operands: int = knob(4, "longest chain (2 = a one-step answer)", min=2, max=8)
+    max_operand: int = knob(9, "largest operand", min=1)
+    init_from_sft: bool = knob(True, "start the transformer from the SFT policy (cached)")
+    output_dir: str = knob("runs/prm", "where the trained PRM goes (final/)")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .configs import Config
 from .errors import UserError
+from .tiny.model import build_tiny  # noqa: F401 - re-exported: models.build_tiny is the public name
 
 _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
 
@@ -44,15 +45,6 @@ def check_model_source(name: str) -> None:
     except Exception as e:  # noqa: BLE001 - any failure to reach or find it is the same message to the user
         raise UserError(f"{key}: {name!r} is not a local directory, not in the Hugging Face cache, and the Hub "
                         f"did not answer for it ({type(e).__name__}); download it first or give a local path") from e
-
-
-def build_tiny(cfg: Config):
-    """A freshly initialised tiny model and its tokenizer (no SFT)."""
-    from .tiny.model import build_tiny_model
-    from .tiny.tokenizer import build_char_tokenizer
-
-    tok = build_char_tokenizer()
-    return build_tiny_model(cfg.model.tiny, tok, seed=cfg.seed), tok
 
 
 def load_policy(cfg: Config, log=print):

@@ -18,28 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-from dataclasses import dataclass
 from typing import Callable
 
-from .config import knob
+from .configs import PRMTrainConfig
 
 SEP, TAG = "\n\n", "\n"
-
-
-@dataclass(frozen=True)
-class PRMTrainConfig:
-    steps: int = knob(2500, "optimiser steps (about 10 minutes on one thread)", min=1)
-    batch_size: int = knob(64, "solutions per step", min=1)
-    lr: float = knob(3e-4, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
-    head_lr: float = knob(3e-3, "learning rate of the new classification head (0 = same as lr); a head faster "
-                               "than a pretrained body keeps the body's arithmetic", min=0.0)
-    num_train: int = knob(20000, "generated training solutions", min=1)
-    num_test: int = knob(400, "held-out solutions (prompts never in training)", min=1)
-    error_rate: float = knob(0.5, "share of solutions with one injected error", min=0.0, max=1.0)
-    max_operands: int = knob(4, "longest chain (2 = a one-step answer)", min=2, max=8)
-    max_operand: int = knob(9, "largest operand", min=1)
-    init_from_sft: bool = knob(True, "start the transformer from the SFT policy (cached)")
-    output_dir: str = knob("runs/prm", "where the trained PRM goes (final/)")
 
 
 def _heldout(prompt: str) -> bool:

@@ -129,7 +129,7 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
 
 def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
     """Train (or reuse) the embedded default's SFT checkpoint; returns its directory."""
-    from .models import build_tiny
+    from .tiny.model import build_tiny
     from .tiny.tasks import make_rows
 
     out = sft_cache_dir(cfg)

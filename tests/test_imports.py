@@ -28,3 +28,65 @@ def test_verifiers_list_runs_without_torch():
     r = subprocess.run([PY, "-c", probe], capture_output=True, text=True, env=run_env(), timeout=120)
     assert r.returncode == 0, r.stderr
     assert "exact" in r.stdout
+
+
+PACKAGES = ("reasoning_rl", "verifiers", "sandboxes", "curricula")
+
+
+def _internal_imports() -> dict[str, set[str]]:
+    """module -> the project modules it imports, at module top or inside a function (a function-local import
+    only hides a cycle, it does not remove it)."""
+    import ast
+
+    mods = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    prefix = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    prefix = node.module or ""
+                targets = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in mods else prefix for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[mod].update(t for t in targets if t in mods and t != mod)
+    return graph
+
+
+def test_no_import_cycle_among_the_projects_modules():
+    graph = _internal_imports()
+    assert len(graph) > 50
+    cycles, state = [], {}
+
+    def visit(m, path):  # depth-first search; a grey node reached again closes a cycle
+        state[m] = "grey"
+        for n in sorted(graph[m]):
+            if state.get(n) == "grey":
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "black"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_sees_function_local_imports(tmp_path, monkeypatch):
+    """The checker itself: a cycle closed only by an import inside a function is still a cycle."""
+    for name, text in (("a.py", "from . import b\n"), ("b.py", "def f():\n    from . import a\n"), ("__init__.py", "")):
+        (tmp_path / "curricula").mkdir(exist_ok=True)
+        (tmp_path / "curricula" / name).write_text(text)
+    monkeypatch.setattr(__import__("tests.test_imports", fromlist=["ROOT"]), "ROOT", tmp_path)
+    graph = _internal_imports()
+    assert "curricula.a" in graph["curricula.b"] and "curricula.b" in graph["curricula.a"]

@@ -3,7 +3,7 @@
 Each worker is one Ray actor (one CPU) that loads the built-in and plugin verifiers and answers
 calls with the very function the process workers use (`runtime.handle_call`), so statuses,
 details and metrics are identical. The pool's scheduling loop does not change: a `RayWorker`
-looks to it like a process worker, with a socket that becomes readable when the actor's reply
+offers it the same small interface as a process worker, with a socket that becomes readable when the actor's reply
 arrives (a small thread waits on the Ray future and writes the reply into it). A call past its
 deadline gets TIMEOUT and its actor is killed (`ray.kill`) and replaced, as a process worker is.
 
@@ -22,14 +22,15 @@ import sys
 import threading
 
 
-def _ray():
+def _ray(address: str | None = None):
+    """Ray, initialised on first use: joining `address`, else starting (or reusing) a local cluster."""
     try:
         import ray
     except ImportError as e:
         raise ImportError("VerifierPool(backend='ray') needs Ray: pip install 'reasoning-rl[ray]'") from e
     if not ray.is_initialized():
-        if _ADDRESS[0]:
-            ray.init(address=_ADDRESS[0], log_to_driver=False)
+        if address:
+            ray.init(address=address, log_to_driver=False)
         else:
             path = os.pathsep.join(p for p in sys.path if p)
             ray.init(include_dashboard=False, log_to_driver=False,
@@ -37,29 +38,28 @@ def _ray():
     return ray
 
 
-_ADDRESS: list = [None]
 _ACTOR_CLASS: list = []
 
 
-def _actor_class():
+def _actor_class(address: str | None = None):
     if not _ACTOR_CLASS:
-        ray = _ray()
+        ray = _ray(address)
 
         @ray.remote(num_cpus=1, max_restarts=0)
         class VerifierActor:
             def __init__(self, memory_mb: int) -> None:
                 # no RLIMIT_AS here: a Ray worker maps gigabytes of address space for its own runtime and dies
                 # under the cap the process workers use; bound memory with Ray's `memory` resource instead
-                import verifiers
+                from verifiers.registry import load_all
 
-                verifiers.load_all()
+                load_all()
                 self.known: dict = {}
 
             def ready(self) -> bool:
                 return True
 
             def handle(self, blob, completion, reference, options):
-                from .runtime import handle_call
+                from .worker_call import handle_call
 
                 return handle_call(self.known, blob, completion, reference, options)
 
@@ -116,13 +116,6 @@ class _Conn:
         self._w.close()
 
 
-class _Proc:
-    exitcode = None
-
-    def join(self, timeout=None) -> None:
-        pass
-
-
 def sweep(tag: str, keep: frozenset = frozenset()) -> int:
     """Kill every actor named with the pool's `tag` except those in `keep` (the pool's live workers), also one
     whose handle an interrupt lost mid-creation (it would hold its CPU for good, and a 2-CPU cluster would
@@ -142,9 +135,8 @@ def sweep(tag: str, keep: frozenset = frozenset()) -> int:
 
 class RayWorker:
     def __init__(self, memory_mb: int, address: str | None = None, tag: str = "rrl-verifier") -> None:
-        _ADDRESS[0] = address
         self.name = f"{tag}-{uuid.uuid4().hex[:12]}"
-        self.actor = _actor_class().options(name=self.name).remote(memory_mb)
+        self.actor = _actor_class(address).options(name=self.name).remote(memory_mb)
         ready = False
         try:
             _ray().get(self.actor.ready.remote(), timeout=300)  # started and loaded: deadlines count calls only
@@ -154,7 +146,6 @@ class RayWorker:
                 with contextlib.suppress(Exception):
                     _ray().kill(self.actor, no_restart=True)
         self.conn = _Conn(self.actor)
-        self.proc = _Proc()
         self.task: int | None = None
         self.call_id: int | None = None
         self.deadline = 0.0
@@ -163,6 +154,9 @@ class RayWorker:
 
     def alive(self) -> bool:
         return True  # a dead actor is found out by its next call (ERROR, masked, and the actor replaced)
+
+    def exit_code(self) -> int | None:
+        return None  # an actor has no exit status to report
 
     def kill(self) -> None:
         try:

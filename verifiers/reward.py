@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reasoning_rl.types import Verdict
 
+from .registry import get
 from .runtime import Call, VerifierPool, default_pool
 
 
@@ -40,8 +41,6 @@ class Reward:
     outcome: str
 
     def __post_init__(self) -> None:
-        import verifiers as _v
-
         object.__setattr__(self, "terms", tuple(self.terms))
         names = [t.verifier for t in self.terms]
         if len(set(names)) != len(names):
@@ -49,7 +48,7 @@ class Reward:
         if self.outcome not in names:
             raise ValueError(f"reward.outcome {self.outcome!r} is not one of the terms {names}")
         for t in self.terms:
-            _v.get(t.verifier)  # unknown names fail here, listing the valid ones
+            get(t.verifier)  # unknown names fail here, listing the valid ones
 
     @classmethod
     def single(cls, name: str, **options: Any) -> "Reward":

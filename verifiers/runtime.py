@@ -30,7 +30,6 @@ import os
 import pickle
 import sys
 import time
-import traceback
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -38,7 +37,10 @@ from typing import Any, Sequence
 
 from reasoning_rl.types import Status, Verdict
 
-from .base import SpecError, Verifier, check_verdict
+from .base import SpecError, Verifier
+from .ray_backend import RayWorker, sweep
+from .registry import distribution, get, load_all
+from .worker_call import handle_call
 
 _CTX = None
 _SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
@@ -54,26 +56,6 @@ def _context():
     return _CTX
 
 
-def handle_call(known: dict, blob, completion, reference, options) -> tuple:
-    """One call inside a worker (process or Ray actor): the reply tuple the pool turns into a Verdict."""
-    import verifiers as _v
-
-    try:
-        verifier = known.get(blob[0])
-        if verifier is None or blob[1] is not None:
-            verifier = pickle.loads(blob[1]) if blob[1] is not None else _v.get(blob[0])
-            known[blob[0]] = verifier
-        t0 = time.perf_counter()
-        v = verifier.verify(completion, reference, **options)
-        check_verdict(verifier, v)
-        return ("ok", v.status.value, v.score, v.detail, dict(v.metrics), time.perf_counter() - t0)
-    except MemoryError:
-        return ("error", "MemoryError: verifier exceeded its memory limit")
-    except Exception as e:  # noqa: BLE001 - any verifier failure becomes ERROR (masked), reported in detail
-        tb = traceback.format_exception_only(type(e), e)[-1].strip()
-        return ("error", tb[:500])
-
-
 def _worker_main(conn: Connection, memory_mb: int) -> None:
     """Loop: receive (call id, verifier, completion, reference, options), answer (call id, reply).
 
@@ -85,9 +67,7 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
 
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    import verifiers as _v
-
-    _v.load_all()
+    load_all()
     known: dict[str, Verifier] = {}
     while True:
         try:
@@ -145,6 +125,10 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
+    def exit_code(self) -> int | None:
+        self.proc.join(timeout=2)  # reap it, so the exit code is known
+        return self.proc.exitcode
+
     def kill(self) -> None:
         try:
             self.proc.kill()
@@ -162,6 +146,11 @@ class _Worker:
             self.proc.kill()
             self.proc.join(timeout=2)
         self.conn.close()
+
+
+# Worker backends, chosen by name. A worker offers: conn (send/recv/fileno), task, call_id, started, deadline,
+# sent_verifiers, alive(), exit_code(), kill(), stop().
+WORKER_BACKENDS = {"process": _Worker, "ray": RayWorker}
 
 
 @dataclass(frozen=True)
@@ -227,8 +216,8 @@ class VerifierPool:
 
     def __init__(self, num_workers: int | None = None, timeout: float | None = None, memory_mb: int = 4096,
                  cache_size: int = 200_000, backend: str = "process", ray_address: str | None = None) -> None:
-        if backend not in ("process", "ray"):
-            raise ValueError(f"VerifierPool.backend must be 'process' or 'ray', got {backend!r}")
+        if backend not in WORKER_BACKENDS:
+            raise ValueError(f"VerifierPool.backend must be one of {sorted(WORKER_BACKENDS)}, got {backend!r}")
         self.backend, self.ray_address = backend, ray_address
         self.num_workers = max(1, num_workers or (os.cpu_count() or 1))
         if timeout is not None and not timeout > 0:
@@ -246,8 +235,6 @@ class VerifierPool:
     # -- lifecycle ---------------------------------------------------------------
     def _new_worker(self):
         if self.backend == "ray":
-            from .ray_backend import RayWorker, sweep
-
             sweep(self._tag, frozenset(w.name for w in self._workers))  # actors an interrupt orphaned: their CPUs
             return RayWorker(self.memory_mb, self.ray_address, self._tag)
         for attempt in range(_START_TRIES):
@@ -270,8 +257,6 @@ class VerifierPool:
             w.stop()
         self._workers = []
         if self.backend == "ray":
-            from .ray_backend import sweep
-
             sweep(self._tag)  # actors an interrupt left behind
 
     def __enter__(self) -> "VerifierPool":
@@ -298,8 +283,6 @@ class VerifierPool:
         while calls are in flight kills the workers holding them, so the pool stays usable and no reply
         of an abandoned call can reach a later one.
         """
-        import verifiers as _v
-
         self._reap_abandoned()
         self._send_failures: dict[int, int] = {}
         results: list[Verdict | None] = [None] * len(calls)
@@ -311,7 +294,7 @@ class VerifierPool:
         timeouts: dict[int, float] = {}
         blobs: dict[str, bytes | None] = {}
         for i, c in enumerate(calls):
-            v = objs.get(c.verifier) or _v.get(c.verifier)
+            v = objs.get(c.verifier) or get(c.verifier)
             if c.verifier not in objs:
                 objs[c.verifier], blobs[c.verifier] = v, self._pickle(v)  # a user verifier travels pickled
             timeouts[i] = self._call_timeout(v, c)  # validated for every call before any is sent
@@ -403,8 +386,7 @@ class VerifierPool:
         try:
             call_id, reply = w.conn.recv()
         except (EOFError, OSError):
-            w.proc.join(timeout=2)  # reap it, so the exit code is known
-            code = w.proc.exitcode
+            code = w.exit_code()
             self._replace(w)
             return Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
         if call_id != w.call_id:
@@ -455,8 +437,6 @@ class VerifierPool:
 
     def _pickle(self, v: Verifier) -> bytes | None:
         try:
-            from .registry import distribution
-
             if distribution(v.name) != "user":
                 return None  # built-ins and plugins: the worker loads them by name
         except (KeyError, SpecError):

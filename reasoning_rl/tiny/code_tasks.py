@@ -20,6 +20,7 @@ import random
 from typing import Callable
 
 from ..registry import Registry
+from .split import split_rows
 
 CODE_FAMILIES: Registry[Callable[[random.Random], tuple[str, str, dict]]] = Registry("code task family")
 
@@ -81,8 +82,6 @@ def _stdio_scale(rng):
 
 def make_code_rows(cfg) -> tuple[list[dict], list[dict]]:
     """(train_rows, test_rows) for `cfg` (a TaskConfig with kind="code"), deterministic in it."""
-    from .tasks import split_rows
-
     names = [n for n in cfg.families if n in CODE_FAMILIES] or list(CODE_FAMILIES)
 
     def draw(rng: random.Random) -> tuple[str, str, dict]:

@@ -8,18 +8,9 @@ Not here: training (see `sft.py`), and any pretrained weights: it starts random.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from ..config import knob
-
-
-@dataclass(frozen=True)
-class TinyModelConfig:
-    hidden_size: int = knob(128, "width of the residual stream", min=16)
-    num_layers: int = knob(4, "transformer blocks", min=1, max=64)
-    num_heads: int = knob(2, "attention heads (head_dim = hidden_size / num_heads; vLLM CPU wants >= 64)", min=1)
-    intermediate_size: int = knob(512, "MLP width", min=16)
-    max_position_embeddings: int = knob(256, "longest prompt + completion in tokens", min=16)
+from ..configs import TinyModelConfig
+from .tokenizer import build_char_tokenizer
 
 
 def build_tiny_model(cfg: TinyModelConfig, tokenizer, seed: int = 0):
@@ -51,3 +42,9 @@ def build_tiny_model(cfg: TinyModelConfig, tokenizer, seed: int = 0):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     return model
+
+
+def build_tiny(cfg):
+    """A freshly initialised tiny model and its tokenizer (no SFT). `cfg`: the root `configs.Config`."""
+    tok = build_char_tokenizer()
+    return build_tiny_model(cfg.model.tiny, tok, seed=cfg.seed), tok

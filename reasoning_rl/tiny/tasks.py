@@ -24,13 +24,13 @@ downloads of their own for some families; these four are all the demo needs).
 """
 from __future__ import annotations
 
-import hashlib
 import random
 import re
-from dataclasses import dataclass
 from typing import Callable
 
-from ..config import knob
+from ..configs import TaskConfig
+from .code_tasks import make_code_rows
+from .split import split_rows
 from ..registry import Registry
 
 FAMILIES: Registry[Callable[[random.Random, int], tuple[str, int]]] = Registry("task family")
@@ -113,29 +113,9 @@ def worked_solution(row: dict) -> str | None:
     return "\n" + ";".join(steps) + "\n" + str(row["answer"])
 
 
-@dataclass(frozen=True)
-class TaskConfig:
-    kind: str = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, tiny/code_tasks.py)",
-                     choices=("arithmetic", "code"))
-    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py; "
-                                     "for kind=code, names from tiny/code_tasks.py, or none listed = all)")
-    max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
-    num_train: int = knob(4000, "train prompts", min=1)
-    num_test: int = knob(400, "held-out prompts (never overlap train)", min=1)
-    heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out", min=1, max=90)
-    seed: int = knob(0, "generation seed")
-
-
-def _is_heldout(prompt: str, percent: int) -> bool:
-    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
-    return h % 100 < percent
-
-
 def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     """(train_rows, test_rows), deterministic in `cfg`."""
     if cfg.kind == "code":
-        from .code_tasks import make_code_rows
-
         return make_code_rows(cfg)
     fams = [(name, FAMILIES.get(name)) for name in cfg.families]
     if not fams:
@@ -147,32 +127,6 @@ def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
         return name, prompt, {"answer": str(ans)}
 
     return split_rows(draw, cfg, f"families={list(cfg.families)} max_digits={cfg.max_digits}")
-
-
-def split_rows(draw: Callable[[random.Random], tuple[str, str, dict]], cfg, what: str) -> tuple[list[dict], list[dict]]:
-    """Draw (family, prompt, fields) until both splits are full: distinct prompts, each in the split its
-    stable hash decides. Shared by the arithmetic and the code tasks."""
-    rng = random.Random(cfg.seed)
-    train: list[dict] = []
-    test: list[dict] = []
-    seen: set[str] = set()
-    budget = 200 * (cfg.num_train + cfg.num_test)
-    while (len(train) < cfg.num_train or len(test) < cfg.num_test) and budget > 0:
-        budget -= 1
-        name, prompt, fields = draw(rng)
-        if prompt in seen:
-            continue
-        held = _is_heldout(prompt, cfg.heldout_percent)
-        bucket, want = (test, cfg.num_test) if held else (train, cfg.num_train)
-        if len(bucket) >= want:
-            continue
-        seen.add(prompt)
-        pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
-        bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, **fields})
-    if len(train) < cfg.num_train or len(test) < cfg.num_test:
-        raise ValueError(f"tasks: only {len(train)} train / {len(test)} held-out distinct prompts exist for "
-                         f"{what}; lower tasks.num_train/num_test")
-    return train, test
 
 
 def make_dataset(cfg: TaskConfig):
