@@ -88,9 +88,13 @@ def _check_verifier(name: str) -> str:
 
 
 def _check_model(cfg) -> None:
+    """Before anything loads: the model path exists, and the configured tasks can be built (an unknown
+    family or too few distinct prompts is a one-line ConfigError now, not after minutes of SFT)."""
     from .models import check_model_source
+    from .tiny.tasks import make_rows
 
     check_model_source(cfg.model.name_or_path)
+    make_rows(cfg.tasks)
 
 
 def _set_threads(cfg) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import knob
+from .config import ConfigError, knob
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,11 @@ class TinyModelConfig:
     num_heads: int = knob(2, "attention heads (head_dim = hidden_size / num_heads; vLLM CPU wants >= 64)", min=1)
     intermediate_size: int = knob(512, "MLP width", min=16)
     max_position_embeddings: int = knob(256, "longest prompt + completion in tokens", min=16)
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ConfigError(f"model.tiny.hidden_size ({self.hidden_size}) must be divisible by model.tiny.num_heads "
+                              f"({self.num_heads})")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,14 @@ class GRPOConfig:
     push_every: int = knob(1, "vllm/openai engines: push the trainer's weights every N rounds; samples then come "
                               "from weights up to N-1 updates old (the clipped ratio corrects for it)", min=1)
     checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
+
+    def __post_init__(self) -> None:  # cross-field rules, checked when the config is built, not mid-run
+        if self.engine == "openai" and not (self.engine_url and self.engine_model):
+            raise ConfigError(f"grpo.engine=openai needs grpo.engine_url and grpo.engine_model (got "
+                              f"{self.engine_url!r}, {self.engine_model!r})")
+        if self.advantage == "process" and not self.prm_model:
+            raise ConfigError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` "
+                              "makes one)")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,13 @@ CASES = [
     (["config", "--set", "grpo.nope=1"], "unknown config key 'grpo.nope'"),
     (["config", "--set", "grpo.steps=-1"], "grpo.steps"),
     (["config", "--set", "grpo.engine=nope"], "grpo.engine"),
+    # cross-field rules, checked when the config is built (they used to fail mid-run or in transformers)
+    (["config", "--set", "grpo.engine=openai"], "grpo.engine=openai needs grpo.engine_url and grpo.engine_model"),
+    (["config", "--set", "grpo.advantage=process"], "grpo.advantage=process needs grpo.prm_model"),
+    (["config", "--set", "model.tiny.num_heads=3"], "model.tiny.hidden_size (128) must be divisible"),
+    (["train", "grpo", "--set", "tasks.families=[add, nope]", "--set", "output_dir={dir}/r2"],
+     "tasks.families: unknown family 'nope'"),
+    (["train", "grpo", "--set", "tasks.families=[]", "--set", "output_dir={dir}/r3"], "tasks.families is empty"),
     # unknown verifiers, on every command that takes one
     (["verify", "{comp}", "--verifier", "nope"], "unknown verifier 'nope'; valid:"),
     (["curate", "--verifier", "nope", "-o", "{dir}/c", "--dataset", "{ok}"], "unknown verifier 'nope'"),

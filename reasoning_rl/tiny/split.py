@@ -9,6 +9,8 @@ import hashlib
 import random
 from typing import Callable
 
+from ..config import ConfigError
+
 
 def _is_heldout(prompt: str, percent: int) -> bool:
     h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
@@ -36,6 +38,6 @@ def split_rows(draw: Callable[[random.Random], tuple[str, str, dict]], cfg, what
         pid = f"{name}-{hashlib.sha256(prompt.encode()).hexdigest()[:12]}"
         bucket.append({"prompt_id": pid, "task": name, "prompt": prompt, **fields})
     if len(train) < cfg.num_train or len(test) < cfg.num_test:
-        raise ValueError(f"tasks: only {len(train)} train / {len(test)} held-out distinct prompts exist for "
+        raise ConfigError(f"tasks: only {len(train)} train / {len(test)} held-out distinct prompts exist for "
                          f"{what}; lower tasks.num_train/num_test")
     return train, test

@@ -28,6 +28,7 @@ import random
 import re
 from typing import Callable
 
+from ..config import ConfigError
 from ..configs import TaskConfig
 from .code_tasks import make_code_rows
 from .split import split_rows
@@ -117,9 +118,12 @@ def make_rows(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     """(train_rows, test_rows), deterministic in `cfg`."""
     if cfg.kind == "code":
         return make_code_rows(cfg)
+    if not cfg.families:
+        raise ConfigError("tasks.families is empty")
+    unknown = [name for name in cfg.families if name not in FAMILIES]
+    if unknown:
+        raise ConfigError(f"tasks.families: unknown family {unknown[0]!r}; valid: {sorted(FAMILIES.names())}")
     fams = [(name, FAMILIES.get(name)) for name in cfg.families]
-    if not fams:
-        raise ValueError("tasks.families is empty")
 
     def draw(rng: random.Random) -> tuple[str, str, dict]:
         name, fn = fams[rng.randrange(len(fams))]

@@ -123,9 +123,6 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     elif g.engine == "openai":
         from ..rollout.openai import OpenAIEngine
 
-        if not g.engine_url or not g.engine_model:
-            raise ValueError(f"grpo.engine=openai needs grpo.engine_url and grpo.engine_model (got "
-                             f"{g.engine_url!r}, {g.engine_model!r})")
         engine = OpenAIEngine(g.engine_url, g.engine_model, tokenizer=tok,
                               weights_dir=g.weights_dir or os.path.join(cfg.output_dir, "weights"))
         engine.update_weights(model)  # the server starts from the trainer's weights
@@ -134,9 +131,7 @@ def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callabl
     outcome = outcome_verifier(cfg)
     fmt = "repetition" if outcome == "code" else "think_answer"  # the format rule that fits the task kind
     terms = [verifiers.Term(outcome, 1.0), verifiers.Term(fmt, g.format_weight)]
-    if g.advantage == "process" and not g.prm_model:
-        raise ValueError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` makes one)")
-    if g.prm_model:
+    if g.prm_model:  # (advantage=process without a PRM is refused when the config is built)
         from verifiers.prm import PRMConfig, PRMVerifier
 
         from verifiers.registry import REGISTRY, distribution
