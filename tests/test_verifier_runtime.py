@@ -278,3 +278,20 @@ def test_an_unpicklable_user_verifier_is_refused_with_a_clear_error(pool):
         assert pool.verify("exact", "1", "1").status is Status.CORRECT
     finally:
         REGISTRY.remove("test_local")
+
+
+@pytest.mark.timeout(60)
+def test_a_forkserver_left_stale_by_an_interrupt_is_restarted(pool):
+    """The state an interrupt inside CPython's ForkServer.ensure_running can leave: the server is gone and
+    reaped, but its pid is still recorded. Every start used to fail with ChildProcessError from then on."""
+    from multiprocessing import forkserver
+
+    assert pool.verify("exact", "1", "1").status is Status.CORRECT  # the forkserver is running
+    fs = forkserver._forkserver
+    os.kill(fs._forkserver_pid, 9)
+    os.waitpid(fs._forkserver_pid, 0)  # reaped by someone else: ensure_running's waitpid now gets ECHILD
+    for w in list(pool._workers):
+        w.kill()
+    pool._workers.clear()
+    assert pool.verify("exact", "1", "1").status is Status.CORRECT
+    assert pool.verify("math", "3", "4").status is Status.INCORRECT

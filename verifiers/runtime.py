@@ -84,6 +84,25 @@ def _worker_main(conn: Connection, memory_mb: int) -> None:
             conn.send((call_id, ("error", f"reply not sendable: {e}")))
 
 
+def _reset_forkserver() -> None:
+    """Forget a forkserver that is gone. CPython's ForkServer keeps the pid of the server it started; an interrupt
+    inside its restart (after it reaped the dead server, before it cleared the pid) leaves a pid that is no longer
+    our child, and every later start then fails with ChildProcessError, for the life of the process. Clearing
+    that state makes the next start launch a fresh server. (CPython internals, present in 3.8-3.13; skipped if not.)"""
+    from multiprocessing import forkserver
+
+    fs = getattr(forkserver, "_forkserver", None)
+    if fs is None or not all(hasattr(fs, a) for a in ("_lock", "_forkserver_pid", "_forkserver_alive_fd")):
+        return
+    with fs._lock:
+        if fs._forkserver_alive_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fs._forkserver_alive_fd)
+        fs._forkserver_alive_fd = None
+        fs._forkserver_pid = None
+        fs._forkserver_address = None
+
+
 @contextlib.contextmanager
 def _main_module_hidden():
     """Start a process without re-importing the parent's __main__ in it.
@@ -240,9 +259,11 @@ class VerifierPool:
         for attempt in range(_START_TRIES):
             try:
                 return _Worker(self.memory_mb)
-            except (ConnectionError, EOFError) as e:
+            except (ConnectionError, EOFError, ChildProcessError) as e:
                 # the forkserver died (an interrupt while it was handing over a new worker ends it): Python
                 # starts a new one once the old one has exited, so wait a moment and ask again
+                if isinstance(e, ChildProcessError):
+                    _reset_forkserver()
                 if attempt == _START_TRIES - 1:
                     raise RuntimeError(f"verifier pool: could not start a worker process ({e})") from e
                 time.sleep(0.05 * 2 ** attempt)
