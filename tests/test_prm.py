@@ -109,12 +109,11 @@ def test_grpo_with_prm_step_rewards_and_process_advantages_runs(tiny_prm, tmp_pa
 
 
 def test_process_advantage_without_a_prm_is_refused(tmp_path):
-    from reasoning_rl.trainers.grpo import train_grpo
-
-    cfg = config.load(Config, overrides=[f"output_dir={tmp_path}", "model.sft_warm_start=false",
-                                         "model.tiny.num_layers=1", "grpo.advantage=process"])
-    with pytest.raises(ValueError, match="grpo.prm_model"):
-        train_grpo(cfg, log=lambda *_: None)
+    # refused when the config is built (a ConfigError, one line on the CLI), before any model or run exists
+    with pytest.raises(config.ConfigError, match="grpo.advantage=process needs grpo.prm_model"):
+        config.load(Config, overrides=[f"output_dir={tmp_path}", "model.sft_warm_start=false",
+                                       "model.tiny.num_layers=1", "grpo.advantage=process"])
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow
