@@ -39,4 +39,9 @@ def test_nothing_cites_a_document_outside_the_repository():
     outside = ("ALGORITHMS" + ".md", "DESIGN" + ".md", "../" + "shared/ALGORITHMS", "../" + "shared/DESIGN")
     hits = [f"{p.relative_to(ROOT)}:{n}" for p in _project_files()
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if any(o in line for o in outside)]
+    # the project's code names no file beside the checkout either (the README may tell a developer where the
+    # shared labelled data lies; code a user runs from a clone cannot depend on it)
+    code = [p for p in _project_files() if p.suffix == ".py" and p.relative_to(ROOT).parts[0] not in ("tests", "bench")]
+    hits += [f"{p.relative_to(ROOT)}:{n}" for p in code
+             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if "../" + "shared" in line]
     assert hits == []

@@ -98,5 +98,5 @@ _DEFAULT = MathVerifier()
 
 
 def is_equivalent(gold: str, output: str) -> bool:
-    """`verify(gold, output) -> bool` for ../shared/tools/score_math.py (in-process, no timeouts)."""
+    """`verify(gold, output) -> bool`, the shape answer-checking scorers call (in-process, no timeouts)."""
     return _DEFAULT.verify(output, gold).status is Status.CORRECT
