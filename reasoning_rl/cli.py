@@ -8,93 +8,13 @@ and one line naming the key and the value.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
+from .cli_args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args,
+                       add_run_dir_args, check_model, check_verifier, claim_output_dir, cmd, load_config,
+                       prompt_rows, version)
 from .errors import UserError
-
-
-def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="YAML or TOML config file")
-    p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-                   help="override one knob, e.g. --set sft.steps=200 (repeatable; `reasoning-rl config --describe` "
-                        "lists them)")
-
-
-def _add_run_dir_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
-    if resume:
-        p.add_argument("--resume", action="store_true",
-                       help="continue the run in output_dir from its checkpoint (the same trajectory)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the run already in output_dir (its run files only); without it such a run is refused")
-
-
-def _load_config(args):
-    from . import config
-    from .configs import Config
-
-    return config.load(Config, args.config, args.overrides)
-
-
-def _claim_output_dir(cfg, args, command: str):
-    """cfg with the output_dir this run may write to: a new dated one when unset, never another run's by accident."""
-    import os
-
-    from .run_dir import claim
-
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # under `accelerate launch`: one directory for every rank
-        if not cfg.output_dir:
-            raise UserError("output_dir: a multi-process run needs a named run directory: --set output_dir=DIR")
-        if int(os.environ.get("RANK", "0")) != 0:
-            return cfg  # rank 0 checks it; the others would see rank 0's first files
-    path = claim(cfg.output_dir, command, resume=getattr(args, "resume", False), overwrite=args.overwrite)
-    return dataclasses.replace(cfg, output_dir=path)
-
-
-def _prompt_rows(args, cfg, split: str, reference_col: str = "answer") -> list[dict]:
-    """Rows from --dataset, else the embedded tasks' `split` ("train" or "test"); the first --limit of them.
-
-    Checked before any model loads: every row has `prompt` and `reference_col`; rows whose reference is
-    null or empty are dropped (counted on stderr); no usable row at all is a UserError."""
-    from .cli_verifiers import read_rows
-    from .tiny.tasks import make_rows
-
-    source = args.dataset or f"the embedded {split} split"
-    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0 if split == "train" else 1]
-    rows = rows[: args.limit] if args.limit else rows
-    if not rows:
-        raise UserError(f"--dataset {source!r} has no rows")
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict):
-            raise UserError(f"--dataset {source!r}: row {i} is not an object: {str(r)[:60]!r}")
-        for col in ("prompt", reference_col):
-            if col not in r:
-                raise UserError(f"--dataset {source!r}: row {i} has no {col!r} column (columns: {sorted(r)})")
-    usable = [r for r in rows if r[reference_col] not in (None, "", [], {})]
-    if not usable:
-        raise UserError(f"--dataset {source!r}: no usable rows: all {len(rows)} have an empty {reference_col!r}")
-    if len(usable) < len(rows):
-        print(f"note: dropped {len(rows) - len(usable)} of {len(rows)} rows with an empty {reference_col!r}",
-              file=sys.stderr)
-    return usable
-
-
-def _check_verifier(name: str) -> str:
-    import verifiers
-
-    verifiers.get(name)  # an unknown name is a UserError listing the valid ones
-    return name
-
-
-def _check_model(cfg) -> None:
-    """Before anything loads: the model path exists, and the configured tasks can be built (an unknown
-    family or too few distinct prompts is a one-line ConfigError now, not after minutes of SFT)."""
-    from .models import check_model_source
-    from .tiny.tasks import make_rows
-
-    check_model_source(cfg.model.name_or_path)
-    make_rows(cfg.tasks)
 
 
 def _set_threads(cfg) -> None:
@@ -137,14 +57,14 @@ def cmd_config(args) -> int:
         for key, default, help_ in config.describe(Config):
             print(f"{key:<36} {default:<24} {help_}")
         return 0
-    print(json.dumps(config.to_dict(_load_config(args)), indent=1))
+    print(json.dumps(config.to_dict(load_config(args)), indent=1))
     return 0
 
 
 def cmd_sft(args) -> int:
     import os
 
-    cfg = _load_config(args)
+    cfg = load_config(args)
     if cfg.model.name_or_path != "tiny":
         print("sft: only the embedded default (model.name_or_path=tiny) has a built-in warm start", file=sys.stderr)
         return 2
@@ -169,16 +89,16 @@ def cmd_sft(args) -> int:
 
 
 def cmd_curate(args) -> int:
-    cfg = _load_config(args)
+    cfg = load_config(args)
     from .curate import curate, write_rows
     from .models import load_policy
     from .rollout import SamplingConfig
     from .trainers.grpo import outcome_verifier
 
-    verifier = _check_verifier(args.verifier or outcome_verifier(cfg))
+    verifier = check_verifier(args.verifier or outcome_verifier(cfg))
     reference_col = args.reference_col or ("tests" if verifier == "code" else "answer")
-    rows = _prompt_rows(args, cfg, args.split, reference_col)
-    _check_model(cfg)
+    rows = prompt_rows(args, cfg, args.split, reference_col)
+    check_model(cfg)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens or cfg.grpo.max_tokens,
@@ -196,9 +116,9 @@ def cmd_curate(args) -> int:
 
 
 def cmd_train_grpo(args) -> int:
-    cfg = _load_config(args)
-    _check_model(cfg)
-    cfg = _claim_output_dir(cfg, args, "grpo")
+    cfg = load_config(args)
+    check_model(cfg)
+    cfg = claim_output_dir(cfg, args, "grpo")
     from .trainers.grpo import train_grpo
 
     history, _, _ = train_grpo(cfg, resume=args.resume)
@@ -209,9 +129,9 @@ def cmd_train_grpo(args) -> int:
 
 
 def cmd_train_ppo(args) -> int:
-    cfg = _load_config(args)
-    _check_model(cfg)
-    cfg = _claim_output_dir(cfg, args, "ppo")
+    cfg = load_config(args)
+    check_model(cfg)
+    cfg = claim_output_dir(cfg, args, "ppo")
     from .trainers.ppo import train_ppo
 
     history, _, _ = train_ppo(cfg, resume=args.resume)
@@ -222,7 +142,7 @@ def cmd_train_ppo(args) -> int:
 
 
 def cmd_train_prm(args) -> int:
-    cfg = _load_config(args)
+    cfg = load_config(args)
     from .prm import train_prm
 
     train_prm(cfg)
@@ -250,7 +170,7 @@ def _pair_config(args):
 
 
 def cmd_pairs(args) -> int:
-    cfg = _load_config(args)
+    cfg = load_config(args)
     from .models import load_policy
     from .pairs import write_pairs
 
@@ -264,11 +184,11 @@ def cmd_pairs(args) -> int:
 
         if not os.path.isfile(args.archive):
             raise UserError(f"--archive {args.archive!r} is not a file (a training run's archive.jsonl)")
-        outcome = _check_verifier(args.verifier or outcome_verifier(cfg))  # code archives pair on `code`
+        outcome = check_verifier(args.verifier or outcome_verifier(cfg))  # code archives pair on `code`
         pairs, summary = build_pairs(read_archive(args.archive), outcome, pair_cfg, policy=args.archive)
     else:
-        rows = _prompt_rows(args, cfg, "train")
-        _check_model(cfg)
+        rows = prompt_rows(args, cfg, "train")
+        check_model(cfg)
         _set_threads(cfg)
         model, tok = load_policy(cfg)
         pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, pair_cfg)
@@ -278,7 +198,7 @@ def cmd_pairs(args) -> int:
 
 
 def cmd_train_dpo(args) -> int:
-    cfg = _load_config(args)
+    cfg = load_config(args)
     import os
 
     from .cli_verifiers import read_rows
@@ -296,8 +216,8 @@ def cmd_train_dpo(args) -> int:
                             f"(a pair needs prompt, chosen, rejected; columns: {sorted(r) if isinstance(r, dict) else r})")
     if pair_rows is not None and not pair_rows:
         raise UserError(f"--pairs {args.pairs!r} has no rows")
-    _check_model(cfg)
-    cfg = _claim_output_dir(cfg, args, "dpo")
+    check_model(cfg)
+    cfg = claim_output_dir(cfg, args, "dpo")
     _set_threads(cfg)
     ranks = Ranks()  # under `accelerate launch`: each rank samples its share of the prompts; rank 0 reports
     model, tok = ranks.main_first(load_policy, cfg)
@@ -336,7 +256,7 @@ def cmd_train_dpo(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    cfg = _load_config(args)
+    cfg = load_config(args)
     from .curate import sample_verified
     from .evaluate import evaluate_sampled, task_accuracy
     from .models import load_policy
@@ -345,8 +265,8 @@ def cmd_eval(args) -> int:
 
     outcome = outcome_verifier(cfg)  # math, or code for tasks.kind=code (prompt + completion run against the tests)
     reference_col = "tests" if outcome == "code" else "answer"
-    rows = _prompt_rows(args, cfg, "test", reference_col)
-    _check_model(cfg)
+    rows = prompt_rows(args, cfg, "test", reference_col)
+    check_model(cfg)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
@@ -362,9 +282,9 @@ def cmd_eval(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    cfg = _load_config(args)
-    _check_model(cfg)
-    cfg = _claim_output_dir(cfg, args, "demo")
+    cfg = load_config(args)
+    check_model(cfg)
+    cfg = claim_output_dir(cfg, args, "demo")
     from .demo import run_demo
 
     run_demo(cfg)
@@ -372,90 +292,38 @@ def cmd_demo(args) -> int:
 
 
 # ---------------------------------------------------------------- parser
-def _ranged(kind, low: float, name: str, strict: bool = False):
-    """An argparse type: `kind` (int or float) >= low (> low when strict); its error names the value."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
-        if value != value or value < low or (strict and value == low):  # NaN, or out of range
-            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}")
-        return value
-    return parse
+def _add_train_commands(sub) -> None:
+    """`train grpo|ppo|prm|dpo`."""
+    p = cmd(sub, "train", "train a policy", "reasoning-rl train grpo --set grpo.steps=20")
+    tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True, parser_class=Parser)
+    q = cmd(tsub, "grpo", "GRPO under the outcome verifier on the configured tasks",
+             "reasoning-rl train grpo --set output_dir=runs/g1 --set grpo.steps=20")
+    add_config_args(q)
+    add_run_dir_args(q)
+    q.set_defaults(func=cmd_train_grpo)
+    q = cmd(tsub, "ppo", "PPO (critic + GAE) under the outcome verifier on the configured tasks",
+             "reasoning-rl train ppo --set output_dir=runs/p1 --set ppo.steps=20")
+    add_config_args(q)
+    add_run_dir_args(q)
+    q.set_defaults(func=cmd_train_ppo)
+    q = cmd(tsub, "prm", "the tiny process reward model on generated step-by-step solutions",
+             "reasoning-rl train prm --set prm.steps=200")
+    add_config_args(q)
+    q.set_defaults(func=cmd_train_prm)
+    q = cmd(tsub, "dpo", "DPO on verified pairs (ours, or --backend trl)",
+             "reasoning-rl train dpo --pairs out/pairs --set output_dir=runs/d1")
+    add_config_args(q)
+    add_run_dir_args(q, resume=False)
+    q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")
+    q.add_argument("--backend", choices=["ours", "trl"], help="overrides dpo.backend")
+    q.set_defaults(func=cmd_train_dpo)
 
 
-POS_INT = _ranged(int, 1, "a whole number >= 1")
-NONNEG_INT = _ranged(int, 0, "a whole number >= 0")
-POS_FLOAT = _ranged(float, 0.0, "a number > 0", strict=True)
-NONNEG_FLOAT = _ranged(float, 0.0, "a number >= 0")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) and defaults shown in every help line."""
-
-    def __init__(self, *a, **kw):
-        kw.setdefault("formatter_class", _HelpFormatter)
-        super().__init__(*a, **kw)
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    def _get_help_string(self, action):
-        h = action.help or ""
-        if action.default in (None, False, [], argparse.SUPPRESS) or "%(default)" in h:
-            return h
-        return h + " (default: %(default)s)"
-
-
-def _cmd(sub, name: str, help: str, example: str, **kw) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=help, description=help, epilog=f"example:\n  {example}", **kw)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("reasoning-rl")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.",
-                 epilog="example:\n  reasoning-rl demo")
-    ap.add_argument("--version", action="version", version=f"reasoning-rl {_version()}")
-    ap.add_argument("--debug", action="store_true", help="show the traceback of a user error instead of one line")
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
-
-    p = _cmd(sub, "verifiers", "inspect installed verifiers", "reasoning-rl verifiers list")
-    vsub = p.add_subparsers(dest="verifiers_command", metavar="ACTION", required=True, parser_class=_Parser)
-    q = _cmd(vsub, "list", "name, version, source distribution and spec of every verifier",
-             "reasoning-rl verifiers list --json")
-    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    q.set_defaults(func=cmd_verifiers_list)
-    from .cli_verifiers import add_parsers
-
-    add_parsers(sub, vsub, _cmd, POS_INT, POS_FLOAT)
-
-    p = _cmd(sub, "config", "print the resolved config, or every knob with its help",
-             "reasoning-rl config --config examples/code_rl/config.yaml --set grpo.steps=10")
-    _add_config_args(p)
-    p.add_argument("--describe", action="store_true", help="list every knob, its default and help text")
-    p.set_defaults(func=cmd_config)
-
-    p = _cmd(sub, "sft", "supervised warm start of the embedded tiny model (cached); prints held-out accuracy",
-             "reasoning-rl sft --output runs/sft")
-    _add_config_args(p)
-    p.add_argument("--force", action="store_true", help="retrain even if a cached checkpoint exists")
-    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here")
-    p.set_defaults(func=cmd_sft)
-
-    p = _cmd(sub, "curate", "sample G completions per prompt, verify, write pass-rate columns and `mixed`",
+def _add_data_commands(sub) -> None:
+    """`curate`, `pairs` and `eval`: sampled, verified data from a model."""
+    p = cmd(sub, "curate", "sample G completions per prompt, verify, write pass-rate columns and `mixed`",
              "reasoning-rl curate --dataset data.jsonl -n 8 -o out/curated")
-    _add_config_args(p)
+    add_config_args(p)
     p.add_argument("--dataset", help="JSONL/JSON/Parquet file or datasets dir with prompt and reference columns "
                                      "(default: the embedded procedural tasks)")
     p.add_argument("--split", choices=["train", "test"], default="train", help="for the embedded tasks")
@@ -472,33 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_curate)
 
-    p = _cmd(sub, "train", "train a policy", "reasoning-rl train grpo --set grpo.steps=20")
-    tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True, parser_class=_Parser)
-    q = _cmd(tsub, "grpo", "GRPO under the outcome verifier on the configured tasks",
-             "reasoning-rl train grpo --set output_dir=runs/g1 --set grpo.steps=20")
-    _add_config_args(q)
-    _add_run_dir_args(q)
-    q.set_defaults(func=cmd_train_grpo)
-    q = _cmd(tsub, "ppo", "PPO (critic + GAE) under the outcome verifier on the configured tasks",
-             "reasoning-rl train ppo --set output_dir=runs/p1 --set ppo.steps=20")
-    _add_config_args(q)
-    _add_run_dir_args(q)
-    q.set_defaults(func=cmd_train_ppo)
-    q = _cmd(tsub, "prm", "the tiny process reward model on generated step-by-step solutions",
-             "reasoning-rl train prm --set prm.steps=200")
-    _add_config_args(q)
-    q.set_defaults(func=cmd_train_prm)
-    q = _cmd(tsub, "dpo", "DPO on verified pairs (ours, or --backend trl)",
-             "reasoning-rl train dpo --pairs out/pairs --set output_dir=runs/d1")
-    _add_config_args(q)
-    _add_run_dir_args(q, resume=False)
-    q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")
-    q.add_argument("--backend", choices=["ours", "trl"], help="overrides dpo.backend")
-    q.set_defaults(func=cmd_train_dpo)
-
-    p = _cmd(sub, "pairs", "sample and verify groups, write a preference dataset (chosen pass, rejected fail)",
+    p = cmd(sub, "pairs", "sample and verify groups, write a preference dataset (chosen pass, rejected fail)",
              "reasoning-rl pairs --archive runs/g1/archive.jsonl -o out/pairs")
-    _add_config_args(p)
+    add_config_args(p)
     p.add_argument("--archive", help="a training run's archive.jsonl (verified groups); no sampling then")
     p.add_argument("--verifier", help="outcome verifier whose pass/fail makes chosen/rejected "
                                       "(default: code for tasks.kind=code, else math)")
@@ -517,19 +361,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_pairs)
 
-    p = _cmd(sub, "eval", "pass@1, pass@k (unbiased) and maj@k on held-out prompts",
+    p = cmd(sub, "eval", "pass@1, pass@k (unbiased) and maj@k on held-out prompts",
              "reasoning-rl eval --set model.name_or_path=runs/g1/final -n 8")
-    _add_config_args(p)
+    add_config_args(p)
     p.add_argument("--dataset", help="prompt/answer rows (default: the embedded held-out split)")
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (k ranges over powers of two <= n)")
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
     p.set_defaults(func=cmd_eval)
 
-    p = _cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot",
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = Parser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.",
+                 epilog="example:\n  reasoning-rl demo")
+    ap.add_argument("--version", action="version", version=f"reasoning-rl {version()}")
+    ap.add_argument("--debug", action="store_true", help="show the traceback of a user error instead of one line")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
+
+    p = cmd(sub, "verifiers", "inspect installed verifiers", "reasoning-rl verifiers list")
+    vsub = p.add_subparsers(dest="verifiers_command", metavar="ACTION", required=True, parser_class=Parser)
+    q = cmd(vsub, "list", "name, version, source distribution and spec of every verifier",
+             "reasoning-rl verifiers list --json")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.set_defaults(func=cmd_verifiers_list)
+    from .cli_verifiers import add_parsers
+
+    add_parsers(sub, vsub, cmd, POS_INT, POS_FLOAT)
+
+    p = cmd(sub, "config", "print the resolved config, or every knob with its help",
+             "reasoning-rl config --config examples/code_rl/config.yaml --set grpo.steps=10")
+    add_config_args(p)
+    p.add_argument("--describe", action="store_true", help="list every knob, its default and help text")
+    p.set_defaults(func=cmd_config)
+
+    p = cmd(sub, "sft", "supervised warm start of the embedded tiny model (cached); prints held-out accuracy",
+             "reasoning-rl sft --output runs/sft")
+    add_config_args(p)
+    p.add_argument("--force", action="store_true", help="retrain even if a cached checkpoint exists")
+    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here")
+    p.set_defaults(func=cmd_sft)
+
+    _add_data_commands(sub)
+    _add_train_commands(sub)
+    p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot",
              "reasoning-rl demo --set grpo.steps=30")
-    _add_config_args(p)
-    _add_run_dir_args(p, resume=False)
+    add_config_args(p)
+    add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
     return ap
 

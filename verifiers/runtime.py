@@ -1,23 +1,21 @@
 """The verifier runtime: worker processes, a wall-clock kill per call, a cache, and metrics.
 
-Every call runs in a worker process. The parent waits on the workers' pipes with a
-deadline; a call that overruns is answered TIMEOUT and its worker is killed (SIGKILL) and
-replaced, so a hung sympy, a runaway regex or a C extension stuck in a loop cannot stall
-training. A worker that dies mid-call, a verifier that raises, or one that returns
-something other than a valid `Verdict` is answered ERROR. TIMEOUT and ERROR carry
-score=None: masked downstream, never 0. No signals are used, so this works from any
-thread, and verifiers never need `signal.alarm`.
+Every call runs in a worker: a local process (`process_backend.py`, the default) or a Ray actor
+(`ray_backend.py`), both behind one small interface and chosen by name. The pool waits on the
+workers' connections with a deadline; a call that overruns is answered TIMEOUT and its worker is
+killed and replaced, so a hung sympy, a runaway regex or a C extension stuck in a loop cannot stall
+training. A worker that dies mid-call, a verifier that raises, or one that returns something other
+than a valid `Verdict` is answered ERROR. TIMEOUT and ERROR carry score=None: masked downstream,
+never 0. No signals are used, so this works from any thread, and verifiers never need `signal.alarm`.
 
-Workers are forked from a `forkserver` that has imported the verifiers (not torch), so
-they start in milliseconds and never inherit the trainer's threads. Each worker caps its
-own address space (`memory_mb`), turning a sympy blow-up into a MemoryError (ERROR)
-instead of the machine's OOM killer.
+A reply never reaches another call: every request carries a call id that the worker sends back, a
+reply with any other id gets its worker replaced (ERROR), options are validated before anything is
+sent, and a run that is interrupted (Ctrl-C) kills the workers still holding its calls.
 
 Deterministic verdicts are cached in memory, keyed by a hash of (verifier name, version,
 config, reference, completion, options); TIMEOUT and ERROR are never cached.
 
-Not here: distributing workers over machines (the Ray backend arrives with the
-scale-out issue), or persistence of the cache across runs.
+Not here: persistence of the cache across runs.
 """
 from __future__ import annotations
 
@@ -25,151 +23,26 @@ import contextlib
 import hashlib
 import json
 import math
-import multiprocessing as mp
 import os
 import pickle
-import sys
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from typing import Any, Sequence
 
 from reasoning_rl.types import Status, Verdict
 
 from .base import SpecError, Verifier
+from .process_backend import ProcessWorker
 from .ray_backend import RayWorker, sweep
-from .registry import distribution, get, load_all
-from .worker_call import handle_call
+from .registry import distribution, get
 
-_CTX = None
 _SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
-_START_TRIES = 6  # attempts to start a worker process while the forkserver restarts (about 1.5 s in all)
-
-
-def _context():
-    global _CTX
-    if _CTX is None:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["verifiers", "verifiers.math_verifier", "sympy"])
-        _CTX = ctx
-    return _CTX
-
-
-def _worker_main(conn: Connection, memory_mb: int) -> None:
-    """Loop: receive (call id, verifier, completion, reference, options), answer (call id, reply).
-
-    The call id travels back with its reply, so the pool can tell a reply to the call it is waiting
-    for from anything else; a reply never belongs to another call.
-    """
-    if memory_mb:
-        import resource
-
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    load_all()
-    known: dict[str, Verifier] = {}
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        call_id, *call = msg
-        reply = handle_call(known, *call)
-        try:
-            conn.send((call_id, reply))
-        except (OSError, ValueError, pickle.PicklingError) as e:
-            conn.send((call_id, ("error", f"reply not sendable: {e}")))
-
-
-def _reset_forkserver() -> None:
-    """Forget a forkserver that is gone. CPython's ForkServer keeps the pid of the server it started; an interrupt
-    inside its restart (after it reaped the dead server, before it cleared the pid) leaves a pid that is no longer
-    our child, and every later start then fails with ChildProcessError, for the life of the process. Clearing
-    that state makes the next start launch a fresh server. (CPython internals, present in 3.8-3.13; skipped if not.)"""
-    from multiprocessing import forkserver
-
-    fs = getattr(forkserver, "_forkserver", None)
-    if fs is None or not all(hasattr(fs, a) for a in ("_lock", "_forkserver_pid", "_forkserver_alive_fd")):
-        return
-    with fs._lock:
-        if fs._forkserver_alive_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fs._forkserver_alive_fd)
-        fs._forkserver_alive_fd = None
-        fs._forkserver_pid = None
-        fs._forkserver_address = None
-
-
-@contextlib.contextmanager
-def _main_module_hidden():
-    """Start a process without re-importing the parent's __main__ in it.
-
-    multiprocessing's forkserver/spawn children re-run the parent's main script (as __mp_main__)
-    unless it has an `if __name__ == "__main__"` guard; a training script without one would
-    start training again in every verifier worker. Workers need nothing from __main__ (built-in
-    and plugin verifiers load by name; user verifiers must live in an importable module), so
-    the main module's file and spec are hidden while the child's preparation data is taken.
-    """
-    main = sys.modules.get("__main__")
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
-    try:
-        for k in saved:
-            if k == "__spec__":
-                main.__spec__ = None
-            else:
-                del main.__dict__[k]
-        yield
-    finally:
-        for k, v in saved.items():
-            main.__dict__[k] = v
-
-
-class _Worker:
-    def __init__(self, memory_mb: int):
-        ctx = _context()
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, memory_mb), daemon=True)
-        with _main_module_hidden():
-            self.proc.start()
-        child.close()
-        self.task: int | None = None  # index of the call held, in the running batch
-        self.call_id: int | None = None  # the id that call was sent under
-        self.deadline = 0.0
-        self.started = 0.0
-        self.sent_verifiers: set[str] = set()
-
-    def alive(self) -> bool:
-        return self.proc.is_alive()
-
-    def exit_code(self) -> int | None:
-        self.proc.join(timeout=2)  # reap it, so the exit code is known
-        return self.proc.exitcode
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-            self.proc.join(timeout=5)
-        finally:
-            self.conn.close()
-
-    def stop(self) -> None:
-        try:
-            self.conn.send(None)
-        except (OSError, ValueError):
-            pass
-        self.proc.join(timeout=2)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(timeout=2)
-        self.conn.close()
-
 
 # Worker backends, chosen by name. A worker offers: conn (send/recv/fileno), task, call_id, started, deadline,
 # sent_verifiers, alive(), exit_code(), kill(), stop().
-WORKER_BACKENDS = {"process": _Worker, "ray": RayWorker}
+WORKER_BACKENDS = {"process": ProcessWorker, "ray": RayWorker}
 
 
 @dataclass(frozen=True)
@@ -245,7 +118,7 @@ class VerifierPool:
         self.memory_mb = memory_mb
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
-        self._workers: list[_Worker] = []
+        self._workers: list = []  # ProcessWorker or RayWorker
         self.stats = _Stats()
         self.workers_replaced = 0
         self._next_id = 0  # the id of the last call sent; replies carry it back
@@ -256,18 +129,7 @@ class VerifierPool:
         if self.backend == "ray":
             sweep(self._tag, frozenset(w.name for w in self._workers))  # actors an interrupt orphaned: their CPUs
             return RayWorker(self.memory_mb, self.ray_address, self._tag)
-        for attempt in range(_START_TRIES):
-            try:
-                return _Worker(self.memory_mb)
-            except (ConnectionError, EOFError, ChildProcessError) as e:
-                # the forkserver died (an interrupt while it was handing over a new worker ends it): Python
-                # starts a new one once the old one has exited, so wait a moment and ask again
-                if isinstance(e, ChildProcessError):
-                    _reset_forkserver()
-                if attempt == _START_TRIES - 1:
-                    raise RuntimeError(f"verifier pool: could not start a worker process ({e})") from e
-                time.sleep(0.05 * 2 ** attempt)
-        raise AssertionError("unreachable")
+        return ProcessWorker.start(self.memory_mb)
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
@@ -335,7 +197,7 @@ class VerifierPool:
             pending.append(i)
         pending.reverse()
         self._ensure_workers()
-        busy: dict[Any, _Worker] = {}
+        busy: dict[Any, Any] = {}  # connection -> the worker holding a call
         try:
             while pending or busy:
                 for w in list(self._workers):
@@ -468,7 +330,7 @@ class VerifierPool:
             raise SpecError(f"verifier {v.name!r} cannot be sent to the worker processes ({e}); define its class at "
                             "the top level of an importable module") from None
 
-    def _replace(self, w: _Worker) -> None:
+    def _replace(self, w) -> None:
         w.kill()
         self._workers[self._workers.index(w)] = self._new_worker()
         self.workers_replaced += 1
