@@ -52,7 +52,7 @@ import json, sys
 sys.path.insert(0, {root!r})
 import verifiers
 from tests.helpers.fuzz_verifier import Graded
-from verifiers.runtime import handle_call
+from verifiers.worker_call import handle_call
 verifiers.register(Graded())
 out = []
 for name, completion, reference in json.loads(sys.stdin.read()):

@@ -1,7 +1,7 @@
 """Verifier workers as Ray actors: `VerifierPool(backend="ray")`.
 
 Each worker is one Ray actor (one CPU) that loads the built-in and plugin verifiers and answers
-calls with the very function the process workers use (`runtime.handle_call`), so statuses,
+calls with the very function the process workers use (`worker_call.handle_call`), so statuses,
 details and metrics are identical. The pool's scheduling loop does not change: a `RayWorker`
 offers it the same small interface as a process worker, with a socket that becomes readable when the actor's reply
 arrives (a small thread waits on the Ray future and writes the reply into it). A call past its
