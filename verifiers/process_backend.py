@@ -145,8 +145,10 @@ class ProcessWorker:
         self.conn.close()
 
     @classmethod
-    def start(cls, memory_mb: int) -> "ProcessWorker":
-        """A new worker, waiting out a forkserver that an interrupt killed or left stale."""
+    def start(cls, memory_mb: int, address: str | None = None, tag: str = "", live: frozenset = frozenset()
+              ) -> "ProcessWorker":
+        """A new worker, waiting out a forkserver that an interrupt killed or left stale. (`address`, `tag` and
+        `live` are the Ray backend's: the backends share one signature.)"""
         for attempt in range(_START_TRIES):
             try:
                 return cls(memory_mb)

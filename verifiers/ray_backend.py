@@ -152,6 +152,14 @@ class RayWorker:
         self.started = 0.0
         self.sent_verifiers: set[str] = set()
 
+    @classmethod
+    def start(cls, memory_mb: int, address: str | None = None, tag: str = "rrl-verifier",
+              live: frozenset = frozenset()) -> "RayWorker":
+        """A new actor, after killing the pool's actors (`tag`) that are not `live`: ones an interrupt orphaned
+        mid-creation would hold their CPUs for good."""
+        sweep(tag, live)
+        return cls(memory_mb, address, tag)
+
     def alive(self) -> bool:
         return True  # a dead actor is found out by its next call (ERROR, masked, and the actor replaced)
 

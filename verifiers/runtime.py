@@ -40,7 +40,7 @@ from .registry import distribution, get
 
 _SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
 
-# Worker backends, chosen by name. A worker offers: conn (send/recv/fileno), task, call_id, started, deadline,
+# Worker backends, chosen by name: `start(memory_mb, address, tag, live)` makes one. A worker offers: conn (send/recv/fileno), task, call_id, started, deadline,
 # sent_verifiers, alive(), exit_code(), kill(), stop().
 WORKER_BACKENDS = {"process": ProcessWorker, "ray": RayWorker}
 
@@ -122,14 +122,13 @@ class VerifierPool:
         self.stats = _Stats()
         self.workers_replaced = 0
         self._next_id = 0  # the id of the last call sent; replies carry it back
+        self._send_failures: dict[int, int] = {}  # this run's calls whose worker was found dead, and how often
         self._tag = f"rrl-verifier-{os.getpid()}-{id(self):x}"  # names this pool's Ray actors
 
     # -- lifecycle ---------------------------------------------------------------
     def _new_worker(self):
-        if self.backend == "ray":
-            sweep(self._tag, frozenset(w.name for w in self._workers))  # actors an interrupt orphaned: their CPUs
-            return RayWorker(self.memory_mb, self.ray_address, self._tag)
-        return ProcessWorker.start(self.memory_mb)
+        live = frozenset(getattr(w, "name", "") for w in self._workers)
+        return WORKER_BACKENDS[self.backend].start(self.memory_mb, self.ray_address, self._tag, live)
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
@@ -167,7 +166,7 @@ class VerifierPool:
         of an abandoned call can reach a later one.
         """
         self._reap_abandoned()
-        self._send_failures: dict[int, int] = {}
+        self._send_failures.clear()
         results: list[Verdict | None] = [None] * len(calls)
         pending: list[int] = []
         objs: dict[str, Verifier] = {}
