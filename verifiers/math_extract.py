@@ -124,7 +124,7 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         line = rest.split("\n", 1)[0].strip() or rest.strip().split("\n", 1)[0].strip()
         m = _MATH_SPANS.match(line)
         if m:
-            line = next(g for g in m.groups() if g is not None)
+            line = _span_content(m)
         line = _clean_tail(line)
         # "is 90 degrees." / "is $x$, as shown": keep up to a sentence break that follows the answer
         line = re.split(r"(?<=[\d\w}\)\]])[,.;]\s+(?=[A-Za-z]{3,})", line)[0].strip()
@@ -134,7 +134,7 @@ def extract_answer(text: str) -> tuple[str | None, str]:
             if inner and not looks_like_prose(inner[-1]):
                 line = _clean_tail(inner[-1])
             elif spans:
-                line = next(x for x in spans[-1].groups() if x is not None).strip()
+                line = _span_content(spans[-1]).strip()
         if line:
             return line, "answer phrase"
     tail = "\n".join([ln for ln in s.splitlines() if ln.strip()][-2:])
@@ -143,18 +143,21 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         return _clean_tail(bold[-1]), "bold"
     spans = _math_spans(s)
     if spans and re.search(r"\$|\\\(|\\\[", s) and s[:spans[0].start()].strip():
-        g = spans[-1].groups()  # "Answer $9$", "Therefore, $$3!$$": the maths, not the words
-        return next(x for x in g if x is not None).strip(), "last math span"
+        return _span_content(spans[-1]).strip(), "last math span"  # "Answer $9$": the maths, not the words
     if "\n" not in s and len(s) <= MAX_ANSWER_CHARS and not looks_like_prose(s):
         return s, "whole output"
     if spans:
-        g = spans[-1].groups()
-        return next(x for x in g if x is not None).strip(), "last math span"
+        return _span_content(spans[-1]).strip(), "last math span"
     for line in reversed(s.replace("$", " ").splitlines()):
         nums = _NUMBER.findall(line)
         if nums:
             return nums[-1], "last number"
     return None, "no answer found"
+
+
+def _span_content(m: re.Match) -> str:
+    """What a `_MATH_SPANS` match holds between its delimiters (`$...$`, `\\[...\\]`, `[...]`, ...)."""
+    return next(g for g in m.groups() if g is not None)
 
 
 def _math_spans(s: str) -> list:
@@ -171,7 +174,7 @@ def _marker_answer(text: str) -> str:
         nums = _NUMBER.findall(line.replace("$", " "))
         return nums[-1] if nums else ""
     m = _MATH_SPANS.fullmatch(line)
-    return next(g for g in m.groups() if g is not None).strip() if m else line
+    return _span_content(m).strip() if m else line
 
 
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}|[^\W\d_A-Za-z]{2,}")
