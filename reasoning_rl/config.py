@@ -19,7 +19,7 @@ from typing import Any, Iterable, Literal, Mapping, TypeVar, Union, get_args, ge
 
 from .errors import UserError
 
-__all__ = ["knob", "ConfigError", "load", "from_dict", "to_dict", "apply_overrides", "describe"]
+__all__ = ["knob", "redefault", "ConfigError", "load", "from_dict", "to_dict", "apply_overrides", "describe"]
 
 C = TypeVar("C")
 
@@ -35,6 +35,13 @@ def knob(default: Any = dataclasses.MISSING, help: str = "", *, min: float | Non
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def redefault(cls: type, name: str, default: Any):
+    """The field `name` of the config class `cls` with another default: a subclass section that recommends
+    another value keeps the help text and range declared once in `cls`."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return dataclasses.field(default=default, metadata=f.metadata)
 
 
 def _type_name(tp: Any) -> str:
@@ -128,6 +135,11 @@ def from_dict(cls: type[C], data: Mapping[str, Any], prefix: str = "") -> C:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     dotted = (prefix + ".") if prefix else ""
+    for old, new in getattr(cls, "MOVED", {}).items():  # a key that moved: say where it went
+        section, _, key = old.rpartition(".")
+        node = data.get(section) if section else data
+        if isinstance(node, Mapping) and key in node:
+            raise ConfigError(f"config key {dotted + old!r} (value {node[key]!r}) is now {new!r}")
     unknown = [k for k in data if k not in fields]
     if unknown:
         close = ", ".join(sorted(fields))

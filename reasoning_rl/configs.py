@@ -1,13 +1,17 @@
 """The run configuration: every knob, its help text and recommended value, in one place.
 
-Sections map to `--set section.key=value`. Later trainers add their sections here.
-The machinery (loading, overrides, validation) is in `config.py`.
+Sections map to `--set section.key=value`. `generation` and `eval` serve every command that
+samples or evaluates; `RLConfig` holds what every RL algorithm has, and the `grpo` and `ppo`
+sections are it plus their own knobs (PPO recommends other values for a few shared ones).
+Cross-field rules are checked when a section is built, so a bad combination fails before a
+model loads. The machinery (loading, overrides, validation) is in `config.py`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from .config import ConfigError, knob
+from .config import ConfigError, knob, redefault
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class TinyModelConfig:
 
 @dataclass(frozen=True)
 class TaskConfig:
-    kind: str = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, tiny/code_tasks.py)",
-                     choices=("arithmetic", "code"))
+    kind: Literal["arithmetic", "code"] = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, "
+                                                             "tiny/code_tasks.py)")
     families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py; "
                                      "for kind=code, names from tiny/code_tasks.py, or none listed = all)")
     max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
@@ -39,7 +43,7 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class PRMTrainConfig:
-    steps: int = knob(2500, "optimiser steps (about 10 minutes on one thread)", min=1)
+    steps: int = knob(2500, "optimiser steps", min=1)
     batch_size: int = knob(64, "solutions per step", min=1)
     lr: float = knob(3e-4, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
     head_lr: float = knob(3e-3, "learning rate of the new classification head (0 = same as lr); a head faster "
@@ -61,134 +65,165 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class GenerationConfig:
+    temperature: float = knob(1.0, "sampling temperature of RL rollouts and fresh DPO pairs (the log-probs of the "
+                                   "loss use the same one; held-out evaluation is greedy)", min=0.0)
+    top_p: float = knob(1.0, "sampling nucleus mass (TRL top_p)", min=0.0, max=1.0)
+    max_tokens: int = knob(32, "longest completion in tokens, for every command that generates (TRL "
+                               "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    size: int = knob(400, "held-out prompts scored at each evaluation (sft, dpo, and the RL trainers' eval_every)",
+                     min=1)
+
+
+@dataclass(frozen=True)
 class SFTConfig:
-    steps: int = knob(1200, "optimiser steps; 1200 reaches ~67% held-out (greedy) on the default tasks", min=1)
+    steps: int = knob(1200, "optimiser steps of the tiny model's supervised warm start", min=1)
     batch_size: int = knob(64, "sequences per step", min=1)
     lr: float = knob(3e-3, "peak AdamW learning rate", min=0.0)
-    warmup_steps: int = knob(50, "linear warm-up steps, then cosine decay to 10%", min=0)
+    warmup_steps: int = knob(50, "linear warm-up steps, then cosine decay to 0.1 x lr", min=0)
     weight_decay: float = knob(0.0, "AdamW weight decay", min=0.0)
     grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
     worked_fraction: float = knob(0.5, "share of SFT targets that show their work step by step "
                                   "(tiny/tasks.py worked_solution; the rest are direct answers)", min=0.0, max=1.0)
-    eval_size: int = knob(400, "held-out prompts scored at the end", min=1)
     log_every: int = knob(100, "print the loss every N steps", min=1)
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
-    steps: int = knob(60, "optimiser rounds (each: sample, verify, filter, update); the demo gains +27 points by 25", min=1)
-    prompts_per_step: int = knob(32, "groups per batch (B)", min=1)
-    group_size: int = knob(8, "samples per prompt (G); 8 gives mixed groups for pass rates 0.1-0.9", min=2)
-    lr: float = knob(1e-4, "AdamW learning rate (constant after warm-up); 1e-3 collapses the tiny model", min=0.0)
-    warmup_steps: int = knob(5, "linear learning-rate warm-up", min=0)
-    temperature: float = knob(1.0, "sampling temperature", min=0.0)
-    top_p: float = knob(1.0, "sampling nucleus mass", min=0.0, max=1.0)
-    max_tokens: int = knob(32, "longest completion in tokens (the tiny tasks need <= 6 direct, <= 30 worked)", min=1)
-    loss_type: str = knob("dapo", "grpo | dr_grpo | dapo | bnpo: how token losses aggregate (TRL's names)",
-                          choices=("grpo", "dr_grpo", "dapo", "bnpo"))
-    advantage: str = knob("grpo", "grpo | dr_grpo | rloo | process (per-step PRM rewards, needs prm_model)",
-                          choices=("grpo", "dr_grpo", "rloo", "process"))
-    prm_model: str = knob("", "path of a PRM (e.g. runs/prm/final from `train prm`): its step scores are logged, "
-                              "and with advantage=process they are the step rewards")
-    scale_rewards: str = knob("group", "grpo std: group | batch | none", choices=("group", "batch", "none"))
-    eps_low: float = knob(0.2, "PPO clip below 1", min=0.0, max=1.0)
-    eps_high: float = knob(0.28, "PPO clip above 1 (DAPO clip-higher 0.28)", min=0.0)
-    beta: float = knob(0.0, "KL-to-reference coefficient in the loss (0 = no reference model loaded)", min=0.0)
-    kl_estimator: str = knob("k3", "k1 | k2 | k3", choices=("k1", "k2", "k3"))
-    num_iterations: int = knob(1, "optimisation epochs over each batch (mu)", min=1)
-    minibatch_size: int = knob(128, "sequences per optimiser step", min=1)
-    length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
-                                  "length, each padded only to its own longest (gradients accumulate to the same "
-                                  "update); 1 = one padded batch", min=1)
-    bf16: bool = knob(False, "autocast the update's forward passes to bfloat16 (where the device supports it)")
-    grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
-    mask_truncated_completions: bool = knob(False, "leave completions that hit max_tokens out of the loss")
+class RLConfig:
+    """What every RL algorithm has, under one name each (TRL's name in the help where it differs).
+
+    GRPO and PPO sections are this plus their own knobs; each may recommend other defaults."""
+    steps: int = knob(60, "optimiser rounds (each: sample, verify, filter, update); TRL max_steps", min=1)
+    prompts_per_step: int = knob(32, "prompts per round (B); TRL generation_batch_size / num_generations", min=1)
+    group_size: int = knob(8, "completions per prompt (G); TRL num_generations. GRPO needs >= 2: with 8 a group is "
+                              "likely to be mixed for pass rates between 0.1 and 0.9", min=1)
+    lr: float = knob(1e-4, "policy AdamW learning rate, constant after warm-up; TRL learning_rate. The tiny model "
+                           "destabilises an order of magnitude higher", min=0.0)
+    warmup_steps: int = knob(5, "linear learning-rate warm-up; TRL warmup_steps", min=0)
+    eps_low: float = knob(0.2, "PPO clip below 1; TRL epsilon", min=0.0, max=1.0)
+    eps_high: float = knob(0.28, "PPO clip above 1 (DAPO clip-higher); TRL epsilon_high", min=0.0)
+    beta: float = knob(0.0, "KL-to-reference coefficient (0 = no reference model loaded); TRL beta", min=0.0)
+    kl_estimator: Literal["k1", "k2", "k3"] = knob("k3", "estimator of the KL term in the loss (docs/algorithms.md "
+                                                         "§kl)")
+    num_iterations: int = knob(1, "optimisation epochs over each round's batch (mu); TRL num_iterations", min=1)
+    minibatch_size: int = knob(128, "sequences per optimiser step; TRL per_device_train_batch_size x "
+                                    "gradient_accumulation_steps", min=1)
+    grad_clip: float = knob(1.0, "max gradient norm per model (0 = off); TRL max_grad_norm", min=0.0)
+    bf16: bool = knob(False, "autocast the update's forward passes to bfloat16 where the device supports it; TRL bf16")
+    mask_truncated_completions: bool = knob(False, "leave completions that hit generation.max_tokens out of the loss; "
+                                                   "TRL mask_truncated_completions")
+    format_weight: float = knob(0.0, "weight of the task's format rule in the reward (0 = logged only)")
+    sampler: Literal["uniform", "mixed_band"] = knob("mixed_band", "how prompts are drawn: uniformly, or weighted "
+                                                     "towards pass rates likely to give mixed groups")
     filter_mixed: bool = knob(True, "keep only groups with a pass and a fail (DAPO dynamic sampling)")
     max_refill_rounds: int = knob(2, "extra generation rounds to refill a filtered batch", min=0)
-    sampler: str = knob("mixed_band", "uniform | mixed_band", choices=("uniform", "mixed_band"))
     retire_after: int = knob(0, "retire a prompt after this many all-pass groups in a row (0 = never)", min=0)
-    format_weight: float = knob(0.0, "weight of a think/answer format rule in the reward (0 = logged only)")
     train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
-    eval_every: int = knob(10, "held-out greedy accuracy every N steps (400 prompts: about 8 s)", min=1)
-    eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
+    eval_every: int = knob(10, "held-out greedy accuracy every N steps (eval.size prompts); TRL eval_steps", min=1)
+    checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model); TRL "
+                                     "save_steps", min=0)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
-    rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
-                                  "while the next is generated: > 1 hides slow verification (code tasks: 4) behind "
-                                  "generation, at the cost of smaller generation batches", min=1)
-    control: str = knob("", "an ablation, not for training: shuffled_rewards gives every sample the verdicts of a "
-                            "random sample of its round (same reward distribution, no signal; the archive then holds "
-                            "the shuffled verdicts)", choices=("", "shuffled_rewards"))
-    verifier_backend: str = knob("process", "process (local workers) | ray (Ray actors; RAY_ADDRESS joins a cluster)",
-                                 choices=("process", "ray"))
-    engine: str = knob("hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, "
-                             "e.g. run under .venv-vllm; weights pushed in place) | openai (a `vllm serve` server at "
-                             "engine_url; weights pushed through weights_dir)", choices=("hf", "vllm", "openai"))
+    verifier_backend: Literal["process", "ray"] = knob("process", "process (local workers) | ray (Ray actors; "
+                                                       "RAY_ADDRESS joins a cluster)")
+    engine: Literal["hf", "vllm", "openai"] = knob(
+        "hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, e.g. run under "
+              ".venv-vllm; weights pushed in place) | openai (a `vllm serve` server at engine_url; weights pushed "
+              "through weights_dir); TRL use_vllm / vllm_mode")
     engine_url: str = knob("", "engine=openai: the server's OpenAI base URL, e.g. http://host:8000/v1")
     engine_model: str = knob("", "engine=openai: the served model name (vllm serve's --served-model-name, or its path)")
     weights_dir: str = knob("", "engine=openai: a folder the server can also read, for weight pushes "
                                 "(empty = output_dir/weights; the server must run with VLLM_SERVER_DEV_MODE=1)")
     push_every: int = knob(1, "vllm/openai engines: push the trainer's weights every N rounds; samples then come "
                               "from weights up to N-1 updates old (the clipped ratio corrects for it)", min=1)
-    checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
+    rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
+                                  "while the next is generated: > 1 hides slow verification (code tasks) behind "
+                                  "generation, at the cost of smaller generation batches", min=1)
+    control: Literal["", "shuffled_rewards"] = knob(
+        "", "an ablation, not for training: shuffled_rewards gives every sample the verdicts of a random sample of "
+            "its round (same reward distribution, no signal; the archive then holds the shuffled verdicts)")
 
     def __post_init__(self) -> None:  # cross-field rules, checked when the config is built, not mid-run
         if self.engine == "openai" and not (self.engine_url and self.engine_model):
-            raise ConfigError(f"grpo.engine=openai needs grpo.engine_url and grpo.engine_model (got "
-                              f"{self.engine_url!r}, {self.engine_model!r})")
+            raise ConfigError(f"{self.SECTION}.engine=openai needs {self.SECTION}.engine_url and "
+                              f"{self.SECTION}.engine_model (got {self.engine_url!r}, {self.engine_model!r})")
+
+    SECTION: ClassVar[str] = "rl"
+
+
+@dataclass(frozen=True)
+class GRPOConfig(RLConfig):
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = knob("dapo", "how token losses aggregate (TRL's names "
+                                                                 "and meanings; docs/algorithms.md §aggregation)")
+    advantage: Literal["grpo", "dr_grpo", "rloo", "process"] = knob(
+        "grpo", "advantage estimator (docs/algorithms.md §grpo-advantages); process = per-step PRM rewards, "
+                "needs prm_model")
+    scale_rewards: Literal["group", "batch", "none"] = knob("group", "the std that divides grpo advantages; TRL "
+                                                            "scale_rewards")
+    prm_model: str = knob("", "path of a PRM (e.g. runs/prm/final from `train prm`): its step scores are logged, "
+                              "and with advantage=process they are the step rewards")
+    length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
+                                  "length, each padded only to its own longest (gradients accumulate to the same "
+                                  "update); 1 = one padded batch", min=1)
+
+    SECTION: ClassVar[str] = "grpo"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.group_size < 2:
+            raise ConfigError(f"grpo.group_size: value {self.group_size} is below 2 (a group needs two samples to "
+                              "compare)")
         if self.advantage == "process" and not self.prm_model:
             raise ConfigError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` "
                               "makes one)")
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    steps: int = knob(150, "optimiser rounds (each: sample, verify, score with the critic, update)", min=1)
-    prompts_per_step: int = knob(64, "prompts per batch", min=1)
-    samples_per_prompt: int = knob(2, "completions per prompt (the critic is the baseline: no groups needed)", min=1)
-    lr: float = knob(1e-4, "policy AdamW learning rate", min=0.0)
+class PPOConfig(RLConfig):
+    # PPO's recommended values for shared knobs: the critic is the baseline, so no groups, filter or mixed sampler
+    steps: int = redefault(RLConfig, "steps", 150)
+    prompts_per_step: int = redefault(RLConfig, "prompts_per_step", 64)
+    group_size: int = redefault(RLConfig, "group_size", 2)
+    eps_high: float = redefault(RLConfig, "eps_high", 0.2)
+    beta: float = redefault(RLConfig, "beta", 0.02)
+    num_iterations: int = redefault(RLConfig, "num_iterations", 2)
+    minibatch_size: int = redefault(RLConfig, "minibatch_size", 64)
+    sampler: Literal["uniform", "mixed_band"] = redefault(RLConfig, "sampler", "uniform")
+    filter_mixed: bool = redefault(RLConfig, "filter_mixed", False)
+    eval_every: int = redefault(RLConfig, "eval_every", 25)
+    # PPO's own
     critic_lr: float = knob(1e-3, "critic AdamW learning rate (its value head starts at zero)", min=0.0)
-    warmup_steps: int = knob(5, "linear learning-rate warm-up (both optimisers)", min=0)
-    temperature: float = knob(1.0, "sampling temperature", min=0.0)
-    max_tokens: int = knob(32, "longest completion in tokens (worked solutions need <= 30)", min=1)
     gamma: float = knob(1.0, "GAE discount (1.0 for outcome rewards on short completions)", min=0.0, max=1.0)
     lam: float = knob(0.95, "GAE lambda", min=0.0, max=1.0)
-    eps: float = knob(0.2, "policy clip range", min=0.0, max=1.0)
-    vf_clip: float = knob(0.2, "value clip range around the old values (0 = unclipped)", min=0.0)
+    vf_clip: float = knob(0.2, "value clip range around the old values (0 = unclipped); TRL cliprange_value", min=0.0)
     ent_coef: float = knob(0.0, "entropy bonus coefficient", min=0.0)
-    kl_coef: float = knob(0.02, "KL-to-reference coefficient (0 = no reference model loaded)", min=0.0)
-    kl_in_reward: bool = knob(True, "KL as per-token reward shaping (classic RLHF PPO); False = k3 KL in the loss. "
-                                     "Never both")
-    adaptive_kl: bool = knob(False, "adapt kl_coef towards kl_target (Ziegler et al. 2019)")
+    kl_in_reward: bool = knob(True, "beta's KL as per-token reward shaping (classic RLHF PPO); False = the KL "
+                                     "estimator in the loss. Never both")
+    adaptive_kl: bool = knob(False, "adapt beta towards kl_target (Ziegler et al. 2019; docs/algorithms.md §kl)")
     kl_target: float = knob(0.05, "target KL per token for the adaptive controller", min=0.0)
     kl_horizon: int = knob(1000, "adaptive controller horizon in steps", min=1)
-    num_epochs: int = knob(2, "optimisation epochs over each batch", min=1)
-    minibatch_size: int = knob(64, "sequences per optimiser step", min=1)
     micro_batch_size: int = knob(0, "sequences per forward/backward; gradients accumulate to minibatch_size "
                                     "(0 = the whole minibatch at once)", min=0)
     whiten_advantages: bool = knob(True, "normalise advantages to zero mean, unit std over the batch's tokens")
-    grad_clip: float = knob(1.0, "max gradient norm per model (0 = off)", min=0.0)
-    bf16: bool = knob(False, "autocast the forward passes to bfloat16 (where the device supports it)")
-    eval_every: int = knob(25, "held-out greedy accuracy every N steps", min=1)
-    eval_size: int = knob(400, "held-out prompts scored at each evaluation", min=1)
-    verifier_workers: int = knob(2, "verifier worker processes", min=1)
-    train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
-    checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model)", min=0)
+
+    SECTION: ClassVar[str] = "ppo"
 
 
 @dataclass(frozen=True)
 class DPOConfig:
-    backend: str = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)", choices=("ours", "trl"))
+    backend: Literal["ours", "trl"] = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)")
     beta: float = knob(0.1, "DPO temperature beta", min=0.0)
-    rpo_alpha: float = knob(1.0, "weight of the chosen response's NLL beside the DPO loss (RPO; 1.0 keeps the "
+    rpo_alpha: float = knob(1.0, "weight of the chosen response's NLL beside the DPO loss (RPO; keeps the "
                                  "likelihood of correct answers from falling; 0 = plain DPO)", min=0.0)
     lr: float = knob(5e-5, "AdamW learning rate", min=0.0)
     epochs: int = knob(1, "passes over the pairs", min=1)
     batch_size: int = knob(32, "pairs per optimiser step", min=1)
     grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
-    samples_per_prompt: int = knob(8, "G when pairs are sampled fresh from the model", min=2)
+    group_size: int = knob(8, "completions per prompt when pairs are sampled fresh from the model", min=2)
     sample_prompts: int = knob(1000, "train prompts sampled for fresh pairs", min=1)
-    temperature: float = knob(1.0, "sampling temperature for fresh pairs", min=0.0)
-    eval_size: int = knob(400, "held-out prompts scored before and after", min=1)
 
 
 @dataclass(frozen=True)
@@ -200,8 +235,21 @@ class Config:
     num_threads: int = knob(1, "torch intra-op threads (1 is fastest on a busy 2-core machine)", min=1)
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")
+    generation: GenerationConfig = knob(default_factory=GenerationConfig, help="sampling, for every command")
+    eval: EvalConfig = knob(default_factory=EvalConfig, help="held-out evaluation, for every command")
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
-    grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training")
-    ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training (critic + GAE)")
+    grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training (RLConfig's knobs + its own)")
+    ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training, critic + GAE (RLConfig's knobs + its own)")
     prm: PRMTrainConfig = knob(default_factory=PRMTrainConfig, help="the tiny process reward model")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")
+
+    # keys that moved: a config that still uses one is told where it went
+    MOVED: ClassVar[dict[str, str]] = {
+        "grpo.max_tokens": "generation.max_tokens", "ppo.max_tokens": "generation.max_tokens",
+        "grpo.temperature": "generation.temperature", "ppo.temperature": "generation.temperature",
+        "grpo.top_p": "generation.top_p", "dpo.temperature": "generation.temperature",
+        "grpo.eval_size": "eval.size", "ppo.eval_size": "eval.size", "sft.eval_size": "eval.size",
+        "dpo.eval_size": "eval.size", "ppo.samples_per_prompt": "ppo.group_size",
+        "ppo.eps": "ppo.eps_low and ppo.eps_high", "ppo.kl_coef": "ppo.beta", "ppo.num_epochs": "ppo.num_iterations",
+        "dpo.samples_per_prompt": "dpo.group_size",
+    }

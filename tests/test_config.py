@@ -21,6 +21,19 @@ BAD = [
     (["tasks.families=add"], "tasks.families: expected a list"),
     (["sft=3"], "sft: expected a section"),
     (["seed"], "--set expects section.key=value"),
+    # keys that moved when GRPO and PPO came to share one config base: the error names the new key
+    (["grpo.max_tokens=16"], "'grpo.max_tokens' (value 16) is now 'generation.max_tokens'"),
+    (["ppo.samples_per_prompt=4"], "is now 'ppo.group_size'"),
+    (["sft.eval_size=10"], "is now 'eval.size'"),
+    # choices typed as Literal
+    (["grpo.loss_type=dpo"], "grpo.loss_type: value 'dpo' is not one of ['grpo', 'dr_grpo', 'dapo', 'bnpo']"),
+    (["ppo.engine=tgi"], "ppo.engine: value 'tgi' is not one of ['hf', 'vllm', 'openai']"),
+    # cross-field rules, checked when the config is built (before any model loads)
+    (["grpo.engine=openai"], "grpo.engine=openai needs grpo.engine_url and grpo.engine_model"),
+    (["ppo.engine=openai", "ppo.engine_url=http://x/v1"], "ppo.engine=openai needs ppo.engine_url"),
+    (["grpo.advantage=process"], "grpo.advantage=process needs grpo.prm_model"),
+    (["grpo.group_size=1"], "grpo.group_size: value 1 is below 2"),
+    (["model.tiny.num_heads=3"], "model.tiny.hidden_size (128) must be divisible by model.tiny.num_heads (3)"),
 ]
 
 
@@ -29,6 +42,36 @@ def test_bad_overrides_name_the_key(overrides, fragment):
     with pytest.raises(ConfigError) as e:
         config.load(Config, overrides=overrides)
     assert fragment in str(e.value)
+
+
+def test_rl_sections_share_one_base_with_their_own_defaults():
+    """grpo and ppo are RLConfig plus their own knobs: a shared knob has one name and one help text in both,
+    and PPO's recommended values differ where the critic makes groups unnecessary."""
+    import dataclasses
+
+    from reasoning_rl.configs import GRPOConfig, PPOConfig, RLConfig
+
+    cfg = config.load(Config)
+    shared = {f.name: f for f in dataclasses.fields(RLConfig)}
+    for section in (GRPOConfig, PPOConfig):
+        fields = {f.name: f for f in dataclasses.fields(section)}
+        assert set(shared) <= set(fields)
+        for name, f in shared.items():
+            assert fields[name].metadata["help"] == f.metadata["help"], (section.__name__, name)
+    assert "num_generations" in shared["group_size"].metadata["help"]  # TRL's name, beside ours
+    assert (cfg.grpo.group_size, cfg.ppo.group_size) == (8, 2)
+    assert (cfg.grpo.filter_mixed, cfg.ppo.filter_mixed) == (True, False)
+    assert not {"critic_lr", "gamma", "lam"} & {f.name for f in dataclasses.fields(GRPOConfig)}
+    assert not {"loss_type", "prm_model"} & {f.name for f in dataclasses.fields(PPOConfig)}
+    assert config.load(Config, overrides=["ppo.group_size=1"]).ppo.group_size == 1  # PPO needs no group
+
+
+def test_help_texts_hold_no_measured_figures():
+    """Measured numbers go stale in help texts: no percentages, seconds or minutes measured on some machine."""
+    import re
+
+    for key, _, text in config.describe(Config):
+        assert not re.search(r"\d+(\.\d+)?\s*(%|s\b|seconds|minutes|points)|~\d", text), (key, text)
 
 
 def test_defaults_and_overrides():
