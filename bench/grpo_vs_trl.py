@@ -73,10 +73,10 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     cfg = config.load(Config, overrides=[
         f"output_dir={out}", f"model.name_or_path={ckpt}", f"seed={a.seed}", f"grpo.steps={a.steps}",
         f"grpo.prompts_per_step={a.prompts}",
-        f"grpo.group_size={a.group}", f"grpo.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
+        f"grpo.group_size={a.group}", f"generation.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
         f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
-        f"grpo.eval_every={a.steps + 1}", "grpo.eval_size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1"])
+        f"grpo.eval_every={a.steps + 1}", "eval.size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     times = [h["time/step"] for h in history]
     return times, [h["reward/mean"] for h in history]

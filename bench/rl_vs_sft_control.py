@@ -47,7 +47,7 @@ def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
         sft_step(model, tok, opt, train_rows, rng, cfg.sft)
         steps += 1
     model.eval()
-    return steps, task_accuracy(model, tok, test_rows, max_new_tokens=cfg.grpo.max_tokens)
+    return steps, task_accuracy(model, tok, test_rows, max_new_tokens=cfg.generation.max_tokens)
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
         cfg = config.load(Config, a.config, overrides=run + [f"output_dir={tmp}"])
         build_sft_checkpoint(cfg)
         _, test = make_rows(cfg.tasks)
-        test = test[: cfg.grpo.eval_size]
+        test = test[: cfg.eval.size]
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         shuffled = None
         if a.random_control:
@@ -84,7 +84,7 @@ def main() -> None:
     acc_rl = history[-1]["eval/accuracy"]
     steps, acc_sft = continued_sft(cfg, wall, test)
     model, tok = load_policy(cfg, log=lambda *_: None)
-    acc0 = task_accuracy(model, tok, test, max_new_tokens=cfg.grpo.max_tokens)
+    acc0 = task_accuracy(model, tok, test, max_new_tokens=cfg.generation.max_tokens)
     print(json.dumps({"heldout_prompts": len(test), "sft_start": acc0, "wall_s": round(wall, 1),
                       "grpo": {"rounds": a.steps, "accuracy": acc_rl},
                       "continued_sft": {"steps": steps, "accuracy": acc_sft},

@@ -37,15 +37,11 @@ def _outcomes(g: Group, outcome: str) -> list[bool]:
 
 @FILTERS.register("mixed")
 def mixed(g: Group, outcome: str, **_) -> Decision:
-    """Keep only groups with at least one pass and one fail among scored samples."""
+    """Keep only groups with at least one pass and one fail among scored samples (`Group.is_mixed`)."""
+    if g.is_mixed(outcome):
+        return Decision(True)
     scored = _outcomes(g, outcome)
-    if not scored:
-        return Decision(False, "no scored samples")
-    if all(scored):
-        return Decision(False, "all pass")
-    if not any(scored):
-        return Decision(False, "all fail")
-    return Decision(True)
+    return Decision(False, "no scored samples" if not scored else "all pass" if all(scored) else "all fail")
 
 
 @FILTERS.register("min_scored")

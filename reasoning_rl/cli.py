@@ -77,14 +77,14 @@ def cmd_sft(args) -> int:
     path = build_sft_checkpoint(cfg, force=args.force)
     model, tok = load_policy(cfg)
     _, test = make_rows(cfg.tasks)
-    acc = task_accuracy(model, tok, test[: cfg.sft.eval_size], max_new_tokens=cfg.grpo.max_tokens)
+    acc = task_accuracy(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)
         tok.save_pretrained(args.output)
         path = args.output
     print(f"sft checkpoint: {path}")
-    print(f"held-out accuracy: {acc:.3f} ({min(len(test), cfg.sft.eval_size)} prompts, greedy)")
+    print(f"held-out accuracy: {acc:.3f} ({min(len(test), cfg.eval.size)} prompts, greedy)")
     return 0
 
 
@@ -93,7 +93,7 @@ def cmd_curate(args) -> int:
     from .curate import curate, write_rows
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .trainers.grpo import outcome_verifier
+    from .trainers.rounds import outcome_verifier
 
     verifier = check_verifier(args.verifier or outcome_verifier(cfg))
     reference_col = args.reference_col or ("tests" if verifier == "code" else "answer")
@@ -101,7 +101,7 @@ def cmd_curate(args) -> int:
     check_model(cfg)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens or cfg.grpo.max_tokens,
+    sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens or cfg.generation.max_tokens,
                               seed=cfg.seed)
     out = curate(model, tok, rows, args.n, sampling, verifier=verifier, reference_col=reference_col,
                  ledger_path=args.ledger)
@@ -154,8 +154,8 @@ def _fresh_pairs(cfg, model, tok, rows, n, pair_cfg, log=print):
     from .pairs import build_pairs
     from .rollout import SamplingConfig
 
-    groups = sample_verified(model, tok, rows, n, SamplingConfig(temperature=cfg.dpo.temperature,
-                                                                 max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),
+    groups = sample_verified(model, tok, rows, n, SamplingConfig(temperature=cfg.generation.temperature,
+                                                                 max_tokens=cfg.generation.max_tokens, seed=cfg.seed),
                              log=log)
     return build_pairs(groups, "math", pair_cfg, policy=cfg.model.name_or_path, verifier_version="1")
 
@@ -180,7 +180,7 @@ def cmd_pairs(args) -> int:
 
         from .archive import read_archive
         from .pairs import build_pairs
-        from .trainers.grpo import outcome_verifier
+        from .trainers.rounds import outcome_verifier
 
         if not os.path.isfile(args.archive):
             raise UserError(f"--archive {args.archive!r} is not a file (a training run's archive.jsonl)")
@@ -228,7 +228,7 @@ def cmd_train_dpo(args) -> int:
         from .pairs import PairConfig
 
         mine = train_rows[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
-        pairs, summary = _fresh_pairs(cfg, model, tok, mine, cfg.dpo.samples_per_prompt, PairConfig(),
+        pairs, summary = _fresh_pairs(cfg, model, tok, mine, cfg.dpo.group_size, PairConfig(),
                                       log=ranks.logger(print))
         pairs = ranks.gather(pairs)  # every rank trains on the same pairs in the same order
         if ranks.main:
@@ -238,7 +238,7 @@ def cmd_train_dpo(args) -> int:
     if not rows:
         print("train dpo: no pairs (no prompt had both a pass and a fail)", file=sys.stderr)
         return 2
-    evals = test_rows[: cfg.dpo.eval_size]
+    evals = test_rows[: cfg.eval.size]
     acc0 = greedy_accuracy(model, tok, evals) if ranks.main else None
     backend = args.backend or cfg.dpo.backend
     if backend == "trl":
@@ -261,7 +261,7 @@ def cmd_eval(args) -> int:
     from .evaluate import evaluate_sampled, task_accuracy
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .trainers.grpo import outcome_verifier
+    from .trainers.rounds import outcome_verifier
 
     outcome = outcome_verifier(cfg)  # math, or code for tasks.kind=code (prompt + completion run against the tests)
     reference_col = "tests" if outcome == "code" else "answer"
@@ -270,12 +270,12 @@ def cmd_eval(args) -> int:
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
-                                                                      max_tokens=cfg.grpo.max_tokens, seed=cfg.seed),
+                                                                      max_tokens=cfg.generation.max_tokens, seed=cfg.seed),
                              verifier=outcome, reference_col=reference_col, log=lambda *_: None)
     ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.n)
     res = evaluate_sampled(groups, outcome, ks)
     if not args.dataset:
-        res["greedy"] = task_accuracy(model, tok, rows, max_new_tokens=cfg.grpo.max_tokens)
+        res["greedy"] = task_accuracy(model, tok, rows, max_new_tokens=cfg.generation.max_tokens)
     print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, "verifier": outcome,
                       **{k: round(v, 4) for k, v in res.items()}}))
     return 0
@@ -331,7 +331,7 @@ def _add_data_commands(sub) -> None:
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (G)")
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
     p.add_argument("--max-tokens", type=POS_INT, default=None,
-                   help="new tokens per completion (default: the config's grpo.max_tokens)")
+                   help="new tokens per completion (default: the config's generation.max_tokens)")
     p.add_argument("--verifier", default=None,
                    help="outcome verifier (default: code for tasks.kind=code, else math)")
     p.add_argument("--reference-col", default=None,

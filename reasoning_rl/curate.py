@@ -12,7 +12,11 @@ import json
 import os
 from typing import Sequence
 
+import verifiers
+from curricula import Ledger
+
 from .rollout import HFEngine, PromptRow, SamplingConfig
+from .types import Group
 
 
 def checked_text(verifier: str, prompt: str, completion: str) -> str:
@@ -25,9 +29,7 @@ def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: Sa
                     verifier: str = "math", reference_col: str = "answer", batch_prompts: int = 64,
                     log=print) -> list:
     """G samples per row from the model, each carrying its `verifier` verdict against the reference column."""
-    import verifiers
 
-    from .types import Group
 
     for i, r in enumerate(rows):
         if reference_col not in r:
@@ -51,7 +53,6 @@ def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: Sa
 def curate(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig, verifier: str = "math",
            reference_col: str = "answer", ledger_path: str | None = None, batch_prompts: int = 64,
            log=print) -> list[dict]:
-    from curricula import Ledger
 
     groups = sample_verified(model, tokenizer, rows, n, sampling, verifier, reference_col, batch_prompts, log)
     if ledger_path:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 
 from .configs import Config
+from .run_dir import new_run_dir
+from .sft import build_sft_checkpoint
+from .trainers.grpo import train_grpo
 
 
 def plot(history: list[dict], path: str, acc0: float | None = None) -> None:
@@ -41,9 +44,6 @@ def run_demo(cfg: Config, log=print) -> dict:
 
     import dataclasses
 
-    from .run_dir import new_run_dir
-    from .sft import build_sft_checkpoint
-    from .trainers.grpo import train_grpo
 
     if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
         cfg = dataclasses.replace(cfg, output_dir=new_run_dir("demo"))

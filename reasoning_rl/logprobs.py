@@ -10,10 +10,14 @@ completion right-padded, concatenated.
 
 Only the last Tc+1 positions' logits are materialised (`logits_to_keep`), and the
 log-softmax is computed as gather - logsumexp, so memory stays (B, Tc, V) at most.
-`trim_padding` and `length_buckets` cut a padded batch into micro-batches of similar length.
+`TokenBatch` / `pad_rollouts` is the one tokenise-and-pad path of the trainers: prompts, completions
+and their sampling log-probs. `trim_padding` and `length_buckets` cut a padded batch into
+micro-batches of similar length.
 Not here: any loss.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -70,6 +74,39 @@ def pad_prompts(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
             ids[i, -len(s):] = torch.tensor(s, dtype=torch.long)
             mask[i, -len(s):] = 1
     return ids, mask
+
+
+def pad_values(seqs: list[list[float]], shape: tuple[int, int]) -> torch.Tensor:
+    """Right-pad float lists (per-token log-probs or advantages) into a (B, Tc) tensor of zeros."""
+    out = torch.zeros(shape)
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = torch.tensor(s, dtype=out.dtype)
+    return out
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """Rollouts as tensors: the prompt left-padded, the completion right-padded, and the log-probs the
+    sampling policy gave each completion token (pi_old), zero on padding."""
+    p_ids: torch.Tensor  # (B, Tp)
+    p_mask: torch.Tensor  # (B, Tp)
+    c_ids: torch.Tensor  # (B, Tc)
+    c_mask: torch.Tensor  # (B, Tc)
+    logp_old: torch.Tensor  # (B, Tc)
+
+    def __len__(self) -> int:
+        return self.c_ids.shape[0]
+
+    def __getitem__(self, idx) -> "TokenBatch":
+        return TokenBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+
+def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], logp_old: list[list[float]],
+                 pad_id: int) -> TokenBatch:
+    """Token-id lists (and the sampling log-probs of the completions) -> a padded TokenBatch."""
+    p_ids, p_mask = pad_prompts(prompt_ids, pad_id)
+    c_ids, c_mask = pad_completions(completion_ids, pad_id)
+    return TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)))
 
 
 def trim_padding(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .configs import Config
 from .errors import UserError
+from .sft import build_sft_checkpoint
 from .tiny.model import build_tiny  # noqa: F401 - re-exported: models.build_tiny is the public name
 
 _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
@@ -57,7 +58,6 @@ def load_policy(cfg: Config, log=print):
         if not cfg.model.sft_warm_start:
             model, tok = build_tiny(cfg)
             return model.eval(), tok
-        from .sft import build_sft_checkpoint
 
         name = build_sft_checkpoint(cfg, log=log)
     tok = AutoTokenizer.from_pretrained(name)

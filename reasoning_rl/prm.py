@@ -20,7 +20,13 @@ import os
 import random
 from typing import Callable
 
+from verifiers.prm import PRMConfig, PRMVerifier
+
 from .configs import PRMTrainConfig
+from .models import load_policy
+from .sft import seed_everything
+from .tiny.model import build_tiny_model
+from .tiny.tokenizer import build_char_tokenizer
 
 SEP, TAG = "\n\n", "\n"
 
@@ -101,10 +107,6 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
     import torch
     from transformers import LlamaForTokenClassification
 
-    from .models import load_policy
-    from .sft import seed_everything
-    from .tiny.model import build_tiny_model
-    from .tiny.tokenizer import build_char_tokenizer
 
     p = cfg.prm
     torch.set_num_threads(cfg.num_threads)
@@ -153,7 +155,6 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
     final = os.path.join(p.output_dir, "final")
     model.save_pretrained(final)
     tok.save_pretrained(final)
-    from verifiers.prm import PRMConfig, PRMVerifier
 
     prm = PRMVerifier(PRMConfig(model=final, step_tag=TAG, step_separator=SEP))
     scores = prm.step_scores([s["prompt"] for s in test], [SEP.join(s["steps"]) for s in test])

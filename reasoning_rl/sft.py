@@ -20,6 +20,9 @@ import time
 from dataclasses import asdict
 
 from .configs import Config
+from .losses import masked_nll
+from .tiny.model import build_tiny
+from .tiny.tasks import make_rows, worked_solution
 
 SFT_RECIPE_VERSION = "2"
 
@@ -29,8 +32,9 @@ def cache_root() -> str:
 
 
 def sft_cache_dir(cfg: Config) -> str:
+    shaping = {k: v for k, v in asdict(cfg.sft).items() if k != "log_every"}  # what the weights depend on
     key = json.dumps({"v": SFT_RECIPE_VERSION, "seed": cfg.seed, "tiny": asdict(cfg.model.tiny),
-                      "tasks": asdict(cfg.tasks), "sft": asdict(cfg.sft)}, sort_keys=True)
+                      "tasks": asdict(cfg.tasks), "sft": shaping}, sort_keys=True)
     return os.path.join(cache_root(), "sft-" + hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
@@ -66,7 +70,6 @@ def encode_pairs(tokenizer, prompts: list[str], completions: list[str]):
 
 def sft_loss(model, ids, attn, resp):
     """Mean next-token cross-entropy over response tokens. Shapes: ids/attn/resp (B, T)."""
-    from .losses import masked_nll
 
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]  # (B, T-1, V)
     return masked_nll(logits, ids[:, 1:], resp[:, 1:].float())  # next token of each response position
@@ -75,7 +78,6 @@ def sft_loss(model, ids, attn, resp):
 def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str:
     """The SFT target for a row: its worked solution with probability `worked_fraction` (rows that have
     one: the arithmetic families), else the direct answer."""
-    from .tiny.tasks import worked_solution
 
     worked = worked_solution(row) if worked_fraction > 0 else None
     if worked is not None and rng.random() < worked_fraction:  # rows without one draw nothing: code SFT unchanged
@@ -129,8 +131,6 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
 
 def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
     """Train (or reuse) the embedded default's SFT checkpoint; returns its directory."""
-    from .tiny.model import build_tiny
-    from .tiny.tasks import make_rows
 
     out = sft_cache_dir(cfg)
     if not force and os.path.exists(os.path.join(out, "sft_meta.json")):

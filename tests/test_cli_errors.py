@@ -4,7 +4,6 @@ and nothing loaded or written first. Each case is a real `python -m reasoning_rl
 Also: a second run into a directory that holds a run is refused before it touches that run's files;
 `--version`; every subcommand's help shows its defaults and an example.
 """
-import json
 import os
 import subprocess
 
@@ -135,7 +134,7 @@ def test_a_second_run_into_the_same_directory_is_refused_before_touching_it(tmp_
     out = tmp_path / "run"
     common = ["--set", f"output_dir={out}", "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1",
               "--set", "grpo.steps=1", "--set", "grpo.prompts_per_step=2", "--set", "grpo.group_size=2",
-              "--set", "grpo.eval_size=4", "--set", "grpo.train_prompts=8", "--set", "grpo.verifier_workers=1"]
+              "--set", "eval.size=4", "--set", "grpo.train_prompts=8", "--set", "grpo.verifier_workers=1"]
     first = _cli("train", "grpo", *common, timeout=240)
     assert first.returncode == 0, first.stderr[-2000:]
     before = {p: (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else None) for p in out.rglob("*")}

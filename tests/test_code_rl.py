@@ -29,7 +29,7 @@ def test_code_tasks_split_and_gold_solutions_pass():
 
 @pytest.mark.timeout(300)
 def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
-    from reasoning_rl.trainers.grpo import _attach
+    from reasoning_rl.trainers.rounds import attach
 
     cfg = config.load(Config, overrides=CODE)
     train, _ = make_rows(cfg.tasks)
@@ -47,8 +47,8 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
     reward = verifiers.Reward((verifiers.Term("code", 1.0),), outcome="code")
     pool = verifiers.VerifierPool(num_workers=2)
     try:
-        groups = _attach([group(row, hacks + [row["answer"]]), group(stdio, stdio_hacks + [stdio["answer"]])],
-                         reward, pool)
+        groups = attach([group(row, hacks + [row["answer"]]), group(stdio, stdio_hacks + [stdio["answer"]])],
+                        reward, pool)
     finally:
         pool.close()
     from reasoning_rl.pairs import build_pairs
@@ -76,7 +76,7 @@ def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
     example = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "code_rl", "config.yaml")
     cfg = config.load(Config, example, overrides=[
         f"output_dir={tmp_path}", "grpo.steps=20", "grpo.prompts_per_step=8", "grpo.group_size=8",
-        "grpo.eval_every=20", "grpo.eval_size=40", "grpo.train_prompts=16", "grpo.sampler=uniform",
+        "grpo.eval_every=20", "eval.size=40", "grpo.train_prompts=16", "grpo.sampler=uniform",
         "grpo.filter_mixed=false", "grpo.lr=1e-4", "grpo.checkpoint_every=0"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     first = sum(h["reward/mean"] for h in history[:4]) / 4

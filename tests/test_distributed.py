@@ -58,7 +58,7 @@ def test_train_grpo_under_accelerate_launch_gathers_both_ranks_and_rank0_alone_w
     r = _launch(["train", "grpo", "--set", f"output_dir={out}", "--set", "model.sft_warm_start=false",
                  "--set", "model.tiny.num_layers=1", "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=6",
                  "--set", "grpo.group_size=4", "--set", "grpo.filter_mixed=false", "--set", "grpo.sampler=uniform",
-                 "--set", "grpo.eval_every=2", "--set", "grpo.eval_size=10", "--set", "grpo.checkpoint_every=1",
+                 "--set", "grpo.eval_every=2", "--set", "eval.size=10", "--set", "grpo.checkpoint_every=1",
                  "--set", "grpo.verifier_workers=1", "--set", "grpo.train_prompts=64"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("done: 2 steps") == 1  # rank 1 reports nothing
@@ -93,7 +93,7 @@ def test_train_ppo_under_accelerate_launch(tmp_path):
     r = _launch(["train", "ppo", "--set", f"output_dir={out}", "--set", "model.tiny.num_layers=1",
                  "--set", "model.sft_warm_start=false", "--set", "ppo.steps=2", "--set", "ppo.prompts_per_step=8",
                  "--set", "ppo.minibatch_size=4", "--set", "ppo.micro_batch_size=3", "--set", "ppo.eval_every=2",
-                 "--set", "ppo.eval_size=10", "--set", "ppo.verifier_workers=1", "--set", "ppo.adaptive_kl=true"])
+                 "--set", "eval.size=10", "--set", "ppo.verifier_workers=1", "--set", "ppo.adaptive_kl=true"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("done: 2 steps") == 1
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
@@ -107,8 +107,8 @@ def test_train_dpo_under_accelerate_launch(tmp_path):
     """DPO (ours), 2 processes: each rank samples half the prompts, the pairs are gathered so both ranks
     train on the same pairs; rank 0 alone reports and saves (and alone builds the SFT checkpoint)."""
     r = _launch(["train", "dpo", "--set", f"output_dir={tmp_path}", "--set", "dpo.sample_prompts=40",
-                 "--set", "sft.steps=300", "--set", "sft.eval_size=10",  # the SFT settings test_resume.py uses
-                 "--set", "dpo.eval_size=20", "--set", "dpo.batch_size=8"])
+                 "--set", "sft.steps=300", "--set", "eval.size=10",  # the SFT settings test_resume.py uses
+                 "--set", "eval.size=20", "--set", "dpo.batch_size=8"])
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from 2 ranks" in r.stdout and r.stdout.count("dpo (ours, ") == 1
     assert (tmp_path / "dpo_ours" / "config.json").exists()

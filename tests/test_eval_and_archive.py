@@ -59,9 +59,9 @@ def test_archive_round_trip(tmp_path):
 @pytest.mark.timeout(600)
 def test_cli_pairs_from_a_training_archive_and_eval(tmp_path):
     env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
-    common = ["--set", "sft.steps=30", "--set", "sft.eval_size=10"]
+    common = ["--set", "sft.steps=30", "--set", "eval.size=10"]
     r = subprocess.run([PY, "-m", "reasoning_rl", "train", "grpo", *common, "--set", f"output_dir={tmp_path / 'run'}",
-                        "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=8", "--set", "grpo.eval_size=20",
+                        "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=8", "--set", "eval.size=20",
                         "--set", "grpo.filter_mixed=false"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     archive = tmp_path / "run" / "archive.jsonl"
@@ -85,7 +85,7 @@ def test_cli_eval_on_code_tasks_runs_the_programs(tmp_path):
     env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
     r = subprocess.run([PY, "-m", "reasoning_rl", "eval", "--set", "tasks.kind=code", "--set", "tasks.families=[]",
                         "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1",
-                        "--set", "grpo.max_tokens=8", "--limit", "6", "-n", "2"],
+                        "--set", "generation.max_tokens=8", "--limit", "6", "-n", "2"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])

@@ -14,7 +14,7 @@ from reasoning_rl.trainers.grpo import train_grpo
 def test_grpo_loop_mechanics(tmp_path, chunks):
     cfg = config.load(Config, overrides=[
         f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1",
-        "grpo.steps=2", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.eval_size=20", "grpo.eval_every=1",
+        "grpo.steps=2", "grpo.prompts_per_step=4", "grpo.group_size=4", "eval.size=20", "grpo.eval_every=1",
         "grpo.filter_mixed=false", "grpo.beta=0.04", "grpo.train_prompts=32", "grpo.verifier_workers=1",
         f"grpo.rollout_chunks={chunks}"])
     history, model, tok = train_grpo(cfg, log=lambda *_: None)
@@ -40,7 +40,7 @@ def test_grpo_loop_mechanics(tmp_path, chunks):
 def test_grpo_reward_rises_on_a_small_prompt_set(tmp_path):
     """RL on 16 train prompts from the SFT start: the verified reward climbs (0.28 -> ~0.6 measured)."""
     cfg = config.load(Config, overrides=[
-        f"output_dir={tmp_path}", "grpo.steps=30", "grpo.eval_every=30", "grpo.eval_size=50",
+        f"output_dir={tmp_path}", "grpo.steps=30", "grpo.eval_every=30", "eval.size=50",
         "grpo.train_prompts=16", "grpo.prompts_per_step=16", "grpo.sampler=uniform", "grpo.filter_mixed=false",
         "grpo.lr=3e-4"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
@@ -52,13 +52,13 @@ def test_grpo_reward_rises_on_a_small_prompt_set(tmp_path):
 def test_shuffled_rewards_control_keeps_the_rewards_but_not_their_samples():
     import random
 
-    from reasoning_rl.trainers.grpo import _shuffle_verdicts
+    from reasoning_rl.trainers.rounds import shuffle_verdicts
     from reasoning_rl.types import Group, Sample, Verdict
 
     groups = [Group(f"p{b}", f"{b}+1=", {}, [Sample(f"{b}-{i}", (1,), (0.0,), "stop",
                                                      {"math": Verdict.correct() if i < b else Verdict.incorrect()})
                                               for i in range(4)]) for b in range(4)]
-    out = _shuffle_verdicts(groups, random.Random(0))
+    out = shuffle_verdicts(groups, random.Random(0))
     passed = lambda gs: [s.verdicts["math"].passed for g in gs for s in g.samples]  # noqa: E731
     assert sorted(passed(out)) == sorted(passed(groups)) and passed(out) != passed(groups)
     assert [s.text for g in out for s in g.samples] == [s.text for g in groups for s in g.samples]

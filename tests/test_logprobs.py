@@ -87,8 +87,9 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
     share) gives the same gradient and metrics as one padded batch, for each token aggregation; `grpo.bf16`
     autocasts it to a gradient within 10% of float32's."""
-    from reasoning_rl.losses import GRPO_LOSS_AGGREGATION
+    from reasoning_rl.logprobs import TokenBatch
     from reasoning_rl.trainers.distributed import Ranks
+    from reasoning_rl.trainers.grpo_batch import GRPOBatch
     from reasoning_rl.trainers.grpo_batch import update_minibatch as _update
 
     model, tok = tiny
@@ -101,13 +102,13 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     with torch.no_grad():
         old = token_logprobs(model, p_ids, p_mask, c_ids, c_mask) + 0.1 * torch.randn(c_ids.shape, generator=gen)
     A = torch.randn(n, generator=gen)
-    tensors = (p_ids, p_mask, c_ids, c_mask, old * c_mask, A)
+    batch = GRPOBatch(TokenBatch(p_ids, p_mask, c_ids, c_mask, old * c_mask), A, [])
     idx = torch.arange(n)
     grads, metrics = [], []
     for extra in (["grpo.length_buckets=1"], ["grpo.length_buckets=4"], ["grpo.length_buckets=4", "grpo.bf16=true"]):
-        g = config.load(Config, overrides=extra + [f"grpo.loss_type={loss_type}"]).grpo
+        cfg = config.load(Config, overrides=extra + [f"grpo.loss_type={loss_type}"])
         model.zero_grad()
-        metrics.append(_update(model, None, Ranks(), g, GRPO_LOSS_AGGREGATION[loss_type], tensors, idx))
+        metrics.append(_update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, idx))
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert grads[0].abs().max() > 1e-4  # a real gradient
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()

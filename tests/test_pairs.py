@@ -99,7 +99,7 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
     train_rows, test_rows = make_rows(cfg.tasks)
     heldout = test_rows[:200]
     groups = sample_verified(model, tok, train_rows[:600], 8,
-                             SamplingConfig(temperature=1.0, max_tokens=cfg.grpo.max_tokens, seed=0),
+                             SamplingConfig(temperature=1.0, max_tokens=cfg.generation.max_tokens, seed=0),
                              log=lambda *_: None)
     pairs, _ = build_pairs(groups, "math")
     rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]

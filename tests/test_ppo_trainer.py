@@ -23,7 +23,7 @@ def test_adaptive_kl_moves_towards_its_target_and_is_bounded():
 def test_ppo_loop_mechanics(tmp_path, kl_in_reward):
     cfg = config.load(Config, overrides=[
         f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1",
-        "ppo.steps=2", "ppo.prompts_per_step=4", "ppo.samples_per_prompt=2", "ppo.eval_size=20", "ppo.eval_every=1",
+        "ppo.steps=2", "ppo.prompts_per_step=4", "ppo.group_size=2", "eval.size=20", "ppo.eval_every=1",
         "ppo.minibatch_size=4", "ppo.micro_batch_size=2", "ppo.train_prompts=32", "ppo.verifier_workers=1",
         f"ppo.kl_in_reward={str(kl_in_reward).lower()}", "ppo.adaptive_kl=true", "ppo.ent_coef=0.01"])
     history, model, tok = train_ppo(cfg, log=lambda *_: None)
@@ -45,7 +45,7 @@ def test_ppo_raises_heldout_accuracy_over_the_sft_start(tmp_path):
     """PPO with the critic on the demo's task: reward and held-out accuracy (never trained on) rise.
     Measured 0.670 -> 0.917 after 20 rounds (400 prompts, `reasoning-rl train ppo`)."""
     cfg = config.load(Config, overrides=[f"output_dir={tmp_path}", "ppo.steps=20", "ppo.eval_every=20",
-                                         "ppo.eval_size=200"])
+                                         "eval.size=200"])
     history, _, _ = train_ppo(cfg, log=lambda *_: None)
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     before, after = lines[0]["eval/accuracy"], history[-1]["eval/accuracy"]

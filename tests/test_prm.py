@@ -97,7 +97,7 @@ def test_grpo_with_prm_step_rewards_and_process_advantages_runs(tiny_prm, tmp_pa
     path, _ = tiny_prm
     cfg = config.load(Config, overrides=[
         f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2",
-        "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.eval_size=20", "grpo.eval_every=2",
+        "grpo.prompts_per_step=4", "grpo.group_size=4", "eval.size=20", "grpo.eval_every=2",
         "grpo.filter_mixed=false", "grpo.train_prompts=32", "grpo.verifier_workers=1",
         "grpo.advantage=process", f"grpo.prm_model={path}"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)

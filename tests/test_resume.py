@@ -10,14 +10,14 @@ import torch
 
 from .conftest import PY, run_env
 
-SFT = ["sft.steps=300", "sft.eval_size=10"]
+SFT = ["sft.steps=300"]
 OVERRIDES = {  # 6 steps, a checkpoint every 2, 6 prompts x 4 samples per step
     "grpo": ["grpo.steps=6", "grpo.checkpoint_every=2", "grpo.prompts_per_step=6", "grpo.group_size=4",
-             "grpo.eval_every=3", "grpo.eval_size=30", "grpo.train_prompts=48", "grpo.filter_mixed=false",
+             "grpo.eval_every=3", "eval.size=30", "grpo.train_prompts=48", "grpo.filter_mixed=false",
              "grpo.verifier_workers=1", "grpo.lr=3e-4"],
     # PPO: two minibatches per epoch, and the adaptive KL controller's coefficient is state too
-    "ppo": ["ppo.steps=6", "ppo.checkpoint_every=2", "ppo.prompts_per_step=6", "ppo.samples_per_prompt=4",
-            "ppo.eval_every=3", "ppo.eval_size=30", "ppo.train_prompts=48", "ppo.verifier_workers=1", "ppo.lr=3e-4",
+    "ppo": ["ppo.steps=6", "ppo.checkpoint_every=2", "ppo.prompts_per_step=6", "ppo.group_size=4",
+            "ppo.eval_every=3", "eval.size=30", "ppo.train_prompts=48", "ppo.verifier_workers=1", "ppo.lr=3e-4",
             "ppo.minibatch_size=12", "ppo.adaptive_kl=true", "ppo.kl_horizon=10"],
 }
 

@@ -126,7 +126,7 @@ def test_cli_curate_writes_pass_rate_columns(tmp_path):
                             for i in range(6)))
     r = subprocess.run([PY, "-m", "reasoning_rl", "curate", "--dataset", str(data), "-n", "4", "--output",
                         str(tmp_path / "out"), "--ledger", str(tmp_path / "l.sqlite"), "--set", "sft.steps=10",
-                        "--set", "sft.eval_size=10"], capture_output=True, text=True, env=env, timeout=600)
+                        "--set", "eval.size=10"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for x in (tmp_path / "out" / "data.jsonl").read_text().splitlines()]
     assert [x["prompt_id"] for x in rows] == [f"q{i}" for i in range(6)]

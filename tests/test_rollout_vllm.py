@@ -46,7 +46,7 @@ def test_grpo_trains_with_the_vllm_engine(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([str(ROOT / ".venv-vllm/bin/reasoning-rl"), "train", "grpo", "--set", f"output_dir={out}",
                            "--set", "grpo.engine=vllm", "--set", "grpo.steps=2", "--set", "grpo.eval_every=2",
-                           "--set", "grpo.checkpoint_every=0", "--set", "grpo.eval_size=20",
+                           "--set", "grpo.checkpoint_every=0", "--set", "eval.size=20",
                            "--set", "sft.steps=100"],
                           cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                                              "REASONING_RL_CACHE": str(tmp_path / "cache")},
@@ -124,7 +124,7 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
             f"output_dir={tmp_path / 'run'}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
             "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.push_every=2",
             "grpo.steps=3", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false",
-            "grpo.eval_every=1", "grpo.eval_size=10", "grpo.checkpoint_every=0", "grpo.max_tokens=8"])
+            "grpo.eval_every=1", "eval.size=10", "grpo.checkpoint_every=0", "generation.max_tokens=8"])
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         assert [h["rollout/staleness"] for h in history] == [0, 1, 0]
         assert ["time/push" in h for h in history] == [False, True, False]

@@ -22,6 +22,7 @@ from typing import Any
 
 from reasoning_rl.types import MASKED, Status
 
+from .registry import get
 from .runtime import Call, VerifierPool
 
 
@@ -117,8 +118,6 @@ def probe_options(verifier, budget: float) -> dict:
 
 
 def run_probes(verifier: str, budget: float = 5.0, pool: VerifierPool | None = None) -> list[ProbeResult]:
-    from . import get
-
     v = get(verifier)
     own = pool is None
     pool = pool or VerifierPool(num_workers=2)

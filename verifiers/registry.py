@@ -35,6 +35,8 @@ _loaded = False
 
 
 def _builtins() -> list[Verifier]:
+    # imported on first lookup, not with the package: they pull sympy and math-verify, which `import verifiers`
+    # (and `reasoning-rl verifiers list --help`) should not pay for
     from .code import CodeVerifier
     from .exact import ExactMatch
     from .judge import JudgeVerifier

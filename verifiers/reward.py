@@ -23,8 +23,6 @@ from .runtime import Call, VerifierPool, default_pool
 def _wants_prompt(name: str) -> bool:
     """Verifiers that read the prompt get it: `math` (to tell echoed operands from answers) and any
     whose spec lists "prompt" (the judge, the PRM)."""
-    from .registry import get
-
     return name == "math" or "prompt" in get(name).spec.needs
 
 

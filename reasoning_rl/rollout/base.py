@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from ..config import knob
+from ..logprobs import pad_completions, pad_prompts, token_logprobs
 from ..types import Group
 
 
@@ -75,7 +76,6 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
     """Mean and max |log p_engine - log p_trainer| over all sampled tokens."""
     import torch
 
-    from ..logprobs import pad_completions, pad_prompts, token_logprobs
 
     pairs = [(g.prompt, s) for g in groups for s in g.samples if s.token_ids and s.logprobs]
     if not pairs:

@@ -19,19 +19,27 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from typing import Sequence
+
+import torch
+
+from .. import config
+from ..advantages import grpo
+from ..configs import Config
+from ..logprobs import pad_rollouts, token_logprobs
+from ..losses import ppo_clip
+from ..tiny.model import build_tiny
 
 
 class Ranks:
     """This process's place in a launched job: rank, world size, DDP wrapping, gathering. A no-op alone."""
 
     def __init__(self) -> None:
-        import os
-
         self.acc = None
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            import torch
-            from accelerate import Accelerator
+            from accelerate import Accelerator  # heavy, and needed only under a launcher
 
             self.acc = Accelerator(cpu=not torch.cuda.is_available())
         self.rank = self.acc.process_index if self.acc else 0
@@ -62,8 +70,6 @@ class Ranks:
 
     def no_sync(self, module, skip: bool):
         """Accumulate without the all-reduce (every micro-batch but a minibatch's last) when `skip`."""
-        import contextlib
-
         return module.no_sync() if skip and self.acc and hasattr(module, "no_sync") else contextlib.nullcontext()
 
     def max(self, n: int) -> int:
@@ -78,6 +84,15 @@ class Ranks:
     def barrier(self) -> None:
         if self.acc:
             self.acc.wait_for_everyone()
+
+
+def zero_loss(module, bos_id: int, critic: bool = False) -> None:
+    """Backpropagate a zero loss through `module` (a rank with no rows this minibatch): DDP's all-reduce still
+    meets the other ranks', and adds nothing to their gradients. critic: `module` takes (prompt ids, mask,
+    completion ids, mask) and returns values."""
+    one = torch.tensor([[bos_id]])
+    out = module(one, torch.ones_like(one), one, torch.ones_like(one)) if critic else module(input_ids=one).logits
+    (out.sum() * 0.0).backward()
 
 
 class NullWriter:
@@ -99,8 +114,6 @@ def shard_groups(groups: Sequence, rank: int, world: int) -> list:
 
 def synthetic_batch(num_groups: int = 8, G: int = 4, seed: int = 0):
     """Fixed groups: (prompt ids, [(completion ids, old log-probs, reward)] x G), rewards with spread."""
-    import torch
-
     gen = torch.Generator().manual_seed(seed)
     groups = []
     for b in range(num_groups):
@@ -117,32 +130,17 @@ def synthetic_batch(num_groups: int = 8, G: int = 4, seed: int = 0):
 
 def group_loss(model, groups, pad_id: int):
     """GRPO loss of a list of whole groups: group-normalised A, PPO clip, token mean."""
-    import torch
-
-    from ..advantages import grpo
-    from ..logprobs import pad_completions, pad_prompts, token_logprobs
-    from ..losses import ppo_clip
-
     R = torch.tensor([[r for _, _, r in samples] for _, samples in groups])  # (B, G)
     A = grpo(R)  # per group, before any split
     rows = [(p, ids, old, A[b, i].item()) for b, (p, samples) in enumerate(groups)
             for i, (ids, old, _) in enumerate(samples)]
-    p_ids, p_mask = pad_prompts([r[0] for r in rows], pad_id)
-    c_ids, c_mask = pad_completions([r[1] for r in rows], pad_id)
-    old = torch.zeros(c_ids.shape)
-    for j, r in enumerate(rows):
-        old[j, :len(r[2])] = torch.tensor(r[2])
-    logp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask)
-    return ppo_clip(logp, old, torch.tensor([r[3] for r in rows]), c_mask, agg="token_mean").loss
+    b = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], pad_id)
+    logp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    return ppo_clip(logp, b.logp_old, torch.tensor([r[3] for r in rows]), b.c_mask, agg="token_mean").loss
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    import torch
     from accelerate import Accelerator
-
-    from .. import config
-    from ..configs import Config
-    from ..models import build_tiny
 
     ap = argparse.ArgumentParser(description="one GRPO update under accelerate; rank 0 saves loss and gradients")
     ap.add_argument("out")

@@ -18,10 +18,12 @@ import random
 from typing import Sequence
 
 from ..configs import Config
+from ..logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from ..losses import dpo_sigmoid, rpo_nll
+from .distributed import Ranks
 
 
 def _encode(tok, rows: Sequence[dict]):
-    from ..logprobs import pad_completions, pad_prompts
 
     prompts = [tok(r["prompt"])["input_ids"] for r in rows]
     chosen = [tok(r["chosen"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in rows]
@@ -32,7 +34,6 @@ def _encode(tok, rows: Sequence[dict]):
 
 
 def _seq_logps(model, tok, rows, with_lengths: bool = False):
-    from ..logprobs import sequence_logprob, token_logprobs
 
     p_ids, p_mask, c_ids, c_mask = _encode(tok, rows)
     lp = sequence_logprob(token_logprobs(model, p_ids, p_mask, c_ids, c_mask), c_mask)
@@ -59,9 +60,7 @@ def margins(model, ref, tok, rows: Sequence[dict], beta: float, batch_size: int 
 def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> dict[str, float]:
     import torch
 
-    from ..losses import dpo_sigmoid, rpo_nll
 
-    from .distributed import Ranks
 
     d = cfg.dpo
     ranks = Ranks()

@@ -1,23 +1,39 @@
 """GRPO's batch: verified groups -> padded tensors with advantages -> one minibatch's gradient.
 
-    tensors_from_groups(groups, reward, tok, gcfg) -> (p_ids, p_mask, c_ids, c_mask, logp_old, A) or None
+    make_batch(groups, reward, tok, gcfg) -> GRPOBatch | None
         A (n,) per sequence from the group-normalised advantage, or (n, Tc) per token (process supervision,
         docs/algorithms.md §process, from the `prm` verdicts' step scores); masked samples are left out.
-    update_minibatch(model, ref, ranks, gcfg, agg, tensors, idx) -> metrics
-        accumulates the PPO-clip gradient of the rows `idx` over length-bucketed micro-batches.
+    update_minibatch(model, ref, ranks, gcfg, gen, batch) -> metrics
+        accumulates the PPO-clip gradient of a minibatch over length-bucketed micro-batches.
 
-Not here: sampling, verification, the optimiser step or any logging (grpo.py).
+Not here: sampling, verification, the optimiser step or any logging (loop.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-def tensors_from_groups(groups, reward, tok, gcfg):
+import torch
+
+from ..advantages import ADVANTAGES
+from ..configs import GenerationConfig, GRPOConfig
+from ..logprobs import TokenBatch, length_buckets, pad_rollouts, pad_values, token_logprobs, trim_padding
+from ..losses import GRPO_LOSS_AGGREGATION, masked_mean, ppo_clip
+from ..models import autocast
+from ..types import Group
+
+
+@dataclass(frozen=True)
+class GRPOBatch:
+    tokens: TokenBatch
+    A: torch.Tensor  # (n,) per sequence, or (n, Tc) per token
+    groups: list[Group]  # the kept groups the rows come from
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig) -> GRPOBatch | None:
     """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable."""
-    import torch
-
-    from ..advantages import ADVANTAGES
-    from ..logprobs import pad_completions, pad_prompts
-
     scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
     valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
@@ -37,18 +53,12 @@ def tensors_from_groups(groups, reward, tok, gcfg):
             rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
     if not rows:
         return None
-    p_ids, p_mask = pad_prompts([r[0] for r in rows], tok.pad_token_id)
-    c_ids, c_mask = pad_completions([r[1] for r in rows], tok.pad_token_id)
-    old = torch.zeros(c_ids.shape)
-    for j, r in enumerate(rows):
-        old[j, :len(r[2])] = torch.tensor(r[2])
+    tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id)
     if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
-        A_out = torch.zeros(c_ids.shape)
-        for j, r in enumerate(rows):
-            A_out[j, :len(r[3])] = torch.tensor(r[3])
+        A_out = pad_values([r[3] for r in rows], tuple(tokens.c_ids.shape))
     else:
         A_out = torch.tensor([r[3] for r in rows])
-    return p_ids, p_mask, c_ids, c_mask, old, A_out
+    return GRPOBatch(tokens, A_out, groups)
 
 
 def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
@@ -68,10 +78,6 @@ def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:
 
 def _process_advantages(groups, valid, tok):
     """docs/algorithms.md §process from the `prm` verdicts' step scores: A (B, G, T)."""
-    import torch
-
-    from ..advantages import ADVANTAGES
-
     B, G = len(groups), max(len(g.samples) for g in groups)
     T = max(1, max(len(s.token_ids) for g in groups for s in g.samples))
     K = max(1, max(int(s.verdicts["prm"].metrics.get("steps", 0)) for g in groups for s in g.samples))
@@ -90,40 +96,37 @@ def _process_advantages(groups, valid, tok):
     return ADVANTAGES.get("process")(r, ends, m, T)
 
 
-def update_minibatch(train_model, ref, ranks, g, agg, tensors, idx) -> dict[str, float]:
+def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
+                     idx: torch.Tensor) -> dict[str, float]:
     """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
     length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
     its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
     gradient equals that of one padded batch. Returns the minibatch's metrics (token-weighted; ratio/max the max)."""
-    import torch
-
-    from ..logprobs import length_buckets, token_logprobs, trim_padding
-    from ..losses import masked_mean, ppo_clip
-    from ..models import autocast
-
-    p_ids, p_mask, c_ids, c_mask, old, A = (t[idx] for t in tensors)
-    T = c_mask.sum()
-    chunks = length_buckets((p_mask.sum(-1) + c_mask.sum(-1)).tolist(), g.length_buckets)
+    agg = GRPO_LOSS_AGGREGATION[gcfg.loss_type]
+    mb, A = batch.tokens[idx], batch.A[idx]
+    T = mb.c_mask.sum()
+    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets)
     metrics: dict[str, float] = {}
     for k, chunk in enumerate(chunks):
         sub = torch.tensor(chunk, dtype=torch.long)
-        pi, pm, ci, cm = trim_padding(p_ids[sub], p_mask[sub], c_ids[sub], c_mask[sub])
-        tc = ci.shape[1]
+        p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
+        tc = c_ids.shape[1]
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
-        share = float(cm.sum() / T)  # of the minibatch's tokens
+        share = float(c_mask.sum() / T)  # of the minibatch's tokens
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
-            with autocast(g.bf16):
-                logp, ent = token_logprobs(train_model, pi, pm, ci, cm, temperature=g.temperature or 1.0,
-                                           return_entropy=True)
+            with autocast(gcfg.bf16):
+                logp, ent = token_logprobs(train_model, p_ids, p_mask, c_ids, c_mask,
+                                           temperature=gen.temperature or 1.0, return_entropy=True)
                 lref = None
                 if ref is not None:
                     with torch.no_grad():
-                        lref = token_logprobs(ref, pi, pm, ci, cm, temperature=g.temperature or 1.0)
-            out = ppo_clip(logp, old[sub][:, :tc], A_sub, cm, eps_low=g.eps_low, eps_high=g.eps_high, agg=agg,
-                           max_len=g.max_tokens, logp_ref=lref, beta=g.beta, kl_estimator=g.kl_estimator)
+                        lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0)
+            out = ppo_clip(logp, mb.logp_old[sub][:, :tc], A_sub, c_mask, eps_low=gcfg.eps_low,
+                           eps_high=gcfg.eps_high, agg=agg, max_len=gen.max_tokens, logp_ref=lref, beta=gcfg.beta,
+                           kl_estimator=gcfg.kl_estimator)
             (out.loss * w).backward()
-        out.metrics["entropy"] = masked_mean(ent.detach(), cm)  # of the policy at the sampled states, per token
+        out.metrics["entropy"] = masked_mean(ent.detach(), c_mask)  # of the policy at the sampled states, per token
         for name, v in out.metrics.items():
             if name == "ratio/max":
                 metrics[name] = max(metrics.get(name, v), v)

@@ -1,60 +1,56 @@
 """PPO with a critic and GAE (Schulman et al. 2017; Ziegler et al. 2019 for the RLHF form).
 
-One round (a "step"):
-  1. B prompts, `samples_per_prompt` completions each from pi_old (the current weights);
-  2. the verifier pool scores them; masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
-  3. token rewards: the outcome score on each completion's last token; with `kl_in_reward`,
-     r_t -= kl_coef * (log pi_old - log pi_ref) on every token (else k3 KL in the loss, never both);
-  4. V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (docs/algorithms.md §gae);
-     A whitened over the batch's tokens;
-  5. `num_epochs` epochs of minibatches: policy loss = PPO clip (- ent_coef * entropy), critic loss =
-     clipped value loss; each model its own optimiser and gradient clip; micro-batches accumulate;
-  6. metrics (JSONL, TensorBoard), held-out accuracy every `eval_every`, adaptive KL update.
+What is PPO's own (the loop, `loop.py`, samples, verifies, records, evaluates and checkpoints):
+  - the batch: token rewards = the outcome score on each completion's last token; with `kl_in_reward`,
+    r_t -= beta * (log pi_old - log pi_ref) on every token (else the KL estimator in the loss, never both);
+    V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (docs/algorithms.md §gae);
+    A whitened over the batch's tokens (§gae); masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
+  - the update: policy loss = PPO clip (- ent_coef * entropy), critic loss = clipped value loss (§gae);
+    each model its own optimiser and gradient clip (the loop's `Net`s); micro-batches accumulate;
+  - after the update: the adaptive KL controller (§kl).
 
 The critic is a copy of the policy's transformer with a scalar head initialised at zero, so
 V starts at 0 and learns the pass rate. TRL 1.16 ships no PPO trainer; this fills that gap.
-Checkpoints (`checkpoint_every`) hold policy, critic, both optimisers and schedulers, the KL
-controller, the RNGs and the ledger: a killed run continues the same trajectory with `resume=True`.
-Not here: a reward model (rewards are verifiers'), resuming a multi-process run.
+Checkpoints hold the critic, its optimiser and scheduler and the KL controller beside the loop's
+states. Not here: a reward model (rewards are verifiers').
 """
 from __future__ import annotations
 
 import copy
-import dataclasses
-import os
-import random
-import time
+from dataclasses import dataclass
 from typing import Callable
 
+import torch
+
+from ..advantages import gae, whiten
 from ..configs import Config
-from ..advantages import whiten
-from ..losses import adaptive_kl_coef
-from ..run_dir import new_run_dir
+from ..logprobs import TokenBatch, pad_rollouts, token_logprobs
+from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
+from ..models import autocast
+from ..types import Group
+from . import loop
+from .distributed import zero_loss
 
 
-def _critic(policy):
-    import torch
+class Critic(torch.nn.Module):
+    """V(s_t) for each completion token: the value of the state before the token is produced. A copy of the
+    policy's transformer body with a scalar head initialised at zero."""
 
-    class Critic(torch.nn.Module):
-        """V(s_t) for each completion token: the value of the state before the token is produced."""
+    def __init__(self, policy) -> None:
+        super().__init__()
+        self.body = copy.deepcopy(policy.model)  # (B, T, H) hidden states
+        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
 
-        def __init__(self) -> None:
-            super().__init__()
-            self.body = copy.deepcopy(policy.model)  # (B, T, H) hidden states
-            self.head = torch.nn.Linear(policy.config.hidden_size, 1)
-            torch.nn.init.zeros_(self.head.weight)
-            torch.nn.init.zeros_(self.head.bias)
-
-        def forward(self, p_ids, p_mask, c_ids, c_mask):
-            ids = torch.cat([p_ids, c_ids], dim=1)
-            mask = torch.cat([p_mask, c_mask], dim=1)
-            pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
-            h = self.body(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
-            Tc = c_ids.shape[1]
-            v = self.head(h[:, -Tc - 1:-1, :]).squeeze(-1).float()  # (B, Tc): state before token t
-            return v * c_mask.to(v.dtype)
-
-    return Critic()
+    def forward(self, p_ids, p_mask, c_ids, c_mask):
+        ids = torch.cat([p_ids, c_ids], dim=1)
+        mask = torch.cat([p_mask, c_mask], dim=1)
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        h = self.body(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).last_hidden_state
+        Tc = c_ids.shape[1]
+        v = self.head(h[:, -Tc - 1:-1, :]).squeeze(-1).float()  # (B, Tc): state before token t
+        return v * c_mask.to(v.dtype)
 
 
 class AdaptiveKL:
@@ -74,206 +70,103 @@ class AdaptiveKL:
         self.coef = float(state["coef"])
 
 
+@dataclass(frozen=True)
+class PPOBatch:
+    tokens: TokenBatch
+    A: torch.Tensor  # (n, Tc) advantages
+    returns: torch.Tensor  # (n, Tc) value targets
+    values_old: torch.Tensor  # (n, Tc) the critic's values when the batch was made
+    logp_ref: torch.Tensor | None  # (n, Tc) the reference policy's log-probs, or None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class PPO:
+    name = "ppo"
+
+    def setup(self, run: loop.Run):
+        self.critic = Critic(run.model)
+        opt_v, sched_v = loop.adamw(self.critic, run.rl.critic_lr, run.rl.warmup_steps)
+        self.critic_t = run.ranks.wrap(self.critic)  # DDP under a launcher
+        self.kl_ctl = AdaptiveKL(run.rl.beta, run.rl.kl_target, run.rl.kl_horizon)
+        net = loop.Net("critic", self.critic, self.critic_t, opt_v, sched_v, "grad_norm/critic")
+        return [net], {"kl": self.kl_ctl}
+
+    def make_batch(self, run: loop.Run, groups: list[Group], m: dict) -> PPOBatch | None:
+        """Scored samples -> token rewards, V_old, (reference log-probs), GAE advantages and returns."""
+        p, tok, temperature = run.rl, run.tok, run.cfg.generation.temperature or 1.0
+        kept = [(g.prompt, s, r) for g in groups for s in g.samples
+                for r in [run.rounds.reward.combine(s.verdicts)]
+                if r is not None and s.token_ids and not (p.mask_truncated_completions and s.truncated)]
+        batch = None
+        if kept:
+            b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
+                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id)
+            B, T = b.c_ids.shape
+            R = torch.zeros(B, T)
+            R[torch.arange(B), b.c_mask.sum(1).long() - 1] = torch.tensor([r for _, _, r in kept])  # last token
+            with torch.no_grad(), autocast(p.bf16, run.model):
+                values_old = self.critic(b.p_ids, b.p_mask, b.c_ids, b.c_mask).float()  # (B, T)
+                lref = token_logprobs(run.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask, temperature=temperature) \
+                    if run.ref is not None else None
+            if lref is not None:
+                m["kl"] = masked_mean(b.logp_old - lref, b.c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
+                if p.kl_in_reward:
+                    R = kl_in_reward(R, b.logp_old, lref, b.c_mask, self.kl_ctl.coef)
+            A, returns = gae(R, values_old, b.c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
+            batch = PPOBatch(b, whiten(A, b.c_mask) if p.whiten_advantages else A, returns, values_old, lref)
+        if run.ref is not None and run.ranks.world > 1:  # one KL coefficient on every rank
+            kls = [x for x in run.ranks.gather([m.get("kl")]) if x is not None]
+            if kls:
+                m["kl"] = sum(kls) / len(kls)
+        return batch
+
+    def minibatch(self, run: loop.Run, batch: PPOBatch, idx) -> dict[str, float]:
+        """Policy and critic gradients of the rows `idx`, accumulated over micro-batches of `micro_batch_size`."""
+        p, stats = run.rl, {}
+        micro = p.micro_batch_size or p.minibatch_size
+        for k in range(0, len(idx), micro):
+            sub = idx[k:k + micro]
+            share = len(sub) / len(idx)  # accumulate: the micro-batch's share of the minibatch
+            skip = k + micro < len(idx)  # DDP all-reduces on a minibatch's last micro-batch only
+            with run.ranks.no_sync(run.policy, skip), run.ranks.no_sync(self.critic_t, skip):
+                metrics = self._micro(run, batch, sub, share)
+            for key, val in metrics.items():
+                stats.setdefault(key, []).append(val)
+        return {k: sum(v) / len(v) for k, v in stats.items()}
+
+    def _micro(self, run: loop.Run, batch: PPOBatch, sub, share: float) -> dict[str, float]:
+        p, b = run.rl, batch.tokens[sub]
+        with autocast(p.bf16, run.model):
+            logp, ent = token_logprobs(run.policy, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
+                                       temperature=run.cfg.generation.temperature or 1.0, return_entropy=True)
+            v = self.critic_t(b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+        logp, ent, v = logp.float(), ent.float(), v.float()
+        in_loss = not p.kl_in_reward and batch.logp_ref is not None
+        pol = ppo_clip(logp, b.logp_old, batch.A[sub], b.c_mask, eps_low=p.eps_low, eps_high=p.eps_high,
+                       agg="token_mean", logp_ref=batch.logp_ref[sub] if in_loss else None,
+                       beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator)
+        loss = pol.loss
+        if p.ent_coef > 0:
+            loss = loss + p.ent_coef * entropy_bonus(ent, b.c_mask).loss
+        vl = value_loss(v, batch.returns[sub], b.c_mask, values_old=batch.values_old[sub], clip_range=p.vf_clip or None)
+        (loss * share).backward()
+        (vl.loss * share).backward()
+        return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.c_mask)}
+
+    def touch(self, run: loop.Run) -> None:
+        zero_loss(run.policy, run.tok.bos_token_id)
+        zero_loss(self.critic_t, run.tok.bos_token_id, critic=True)
+
+    def after_update(self, run: loop.Run, m: dict) -> None:
+        if run.rl.adaptive_kl and "kl" in m:
+            m["kl_coef"] = self.kl_ctl.update(m["kl"])
+
+
 def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
               resume: bool = False):
-    """Run PPO as configured. Returns (history, model, tokenizer).
+    """Run PPO as configured (section `ppo`). Returns (history, model, tokenizer).
 
     resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
-    import torch
-
-    import verifiers
-    from curricula import Ledger
-
-    from ..advantages import gae
-    from ..archive import write_groups
-    from ..evaluate import greedy_accuracy
-    from ..logprobs import pad_completions, pad_prompts, token_logprobs
-    from ..losses import entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
-    from ..models import autocast as autocast_to
-    from ..models import load_policy
-    from ..rollout import HFEngine, SamplingConfig
-    from ..sft import seed_everything
-    from ..tiny.tasks import make_rows
-    from . import checkpoint
-    from .distributed import NullWriter, Ranks
-    from .grpo import _attach
-    from .metrics import MetricsWriter
-
-    p = cfg.ppo
-    torch.set_num_threads(cfg.num_threads)
-    ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
-    if ranks.world > 1 and resume:
-        raise ValueError("train ppo --resume: resuming a multi-process run is not supported yet; resume it with one "
-                         "process")
-    prompts_here = ranks.share(p.prompts_per_step, "ppo.prompts_per_step")
-    log = ranks.logger(log)
-    seed_everything(cfg.seed + ranks.rank)
-    if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
-        cfg = dataclasses.replace(cfg, output_dir=new_run_dir("ppo"))
-        log(f"run directory: {cfg.output_dir}")
-    os.makedirs(cfg.output_dir, exist_ok=True)
-    model, tok = ranks.main_first(load_policy, cfg, log=log)
-    critic = _critic(model)
-    ref = copy.deepcopy(model).eval() if p.kl_coef > 0 else None
-    train_rows, test_rows = make_rows(cfg.tasks)
-    train_rows = train_rows[:p.train_prompts] if p.train_prompts else train_rows
-    engine = HFEngine(model, tok)
-    reward = verifiers.Reward((verifiers.Term("math", 1.0),), outcome="math")
-    pool = verifiers.VerifierPool(num_workers=p.verifier_workers)
-    ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
-    if resume:
-        checkpoint.restore_ledger(cfg.output_dir, ledger_path)
-    ledger = Ledger(ledger_path) if ranks.main else None
-    sampling = SamplingConfig(temperature=p.temperature, max_tokens=p.max_tokens)
-    warm = lambda s: min(1.0, (s + 1) / max(1, p.warmup_steps))  # noqa: E731
-    opt = torch.optim.AdamW(model.parameters(), lr=p.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    opt_v = torch.optim.AdamW(critic.parameters(), lr=p.critic_lr, betas=(0.9, 0.99), weight_decay=0.0)
-    scheds = [torch.optim.lr_scheduler.LambdaLR(o, warm) for o in (opt, opt_v)]
-    policy_t, critic_t = ranks.wrap(model), ranks.wrap(critic)  # DDP under a launcher
-    kl_ctl = AdaptiveKL(p.kl_coef, p.kl_target, p.kl_horizon)
-    autocast = lambda: autocast_to(p.bf16, model)  # noqa: E731
-    rng = random.Random(cfg.seed + ranks.rank)
-    evals = test_rows[:p.eval_size]
-    archive_path = os.path.join(cfg.output_dir, "archive.jsonl")
-    metrics_path = os.path.join(cfg.output_dir, "metrics.jsonl")
-    states = {"critic": critic, "opt_v": opt_v, "sched_v": scheds[1], "kl": kl_ctl}
-    start = 1
-    if resume:
-        start = checkpoint.load(cfg.output_dir, model, opt, scheds[0], {"shuffle": rng}, (metrics_path, archive_path),
-                                extra=states) + 1
-        log(f"resumed from {os.path.join(cfg.output_dir, checkpoint.NAME)} at step {start - 1}")
-    writer = MetricsWriter(cfg.output_dir, p.steps, append=resume, description="ppo") if ranks.main else NullWriter()
-    if ranks.main and not resume:
-        acc = greedy_accuracy(model, tok, evals)
-        log(f"step 0: held-out accuracy {acc:.3f} ({len(evals)} prompts, greedy)")
-        writer.write({"step": 0, "eval/accuracy": acc})
-        open(archive_path, "w").close()
-    history: list[dict] = []
-    try:
-        for step in range(start, p.steps + 1):
-            t0 = time.perf_counter()
-            prompts = rng.sample(train_rows, min(prompts_here, len(train_rows)))
-            groups = engine.generate(prompts, p.samples_per_prompt, sampling)
-            t1 = time.perf_counter()
-            groups = _attach(groups, reward, pool)
-            t2 = time.perf_counter()
-            everyone = ranks.gather(groups)  # metrics, ledger and archive see every rank's samples
-            if ranks.main:
-                ledger.update(everyone, "math", step)
-                with open(archive_path, "a", encoding="utf-8") as af:
-                    write_groups(af, everyone, step)
-            all_kept = [(s, r) for g in everyone for s in g.samples
-                        for r in [reward.combine(s.verdicts)] if r is not None and s.token_ids]
-            m = {"step": step, "verify/masked": sum(len(g.samples) for g in everyone) - len(all_kept)}
-            m["reward/mean"] = sum(r for _, r in all_kept) / max(1, len(all_kept))
-            m["reward/std"] = (sum((r - m["reward/mean"]) ** 2 for _, r in all_kept) / max(1, len(all_kept))) ** 0.5
-            m["completions/mean_length"] = sum(len(s.token_ids) for s, _ in all_kept) / max(1, len(all_kept))
-            m["completions/clipped_ratio"] = sum(s.truncated for s, _ in all_kept) / max(1, len(all_kept))
-            rows = [(g.prompt, s, reward.combine(s.verdicts)) for g in groups for s in g.samples]
-            kept = [(pr, s, r) for pr, s, r in rows if r is not None and s.token_ids]  # this rank's
-            scores = [r for _, _, r in kept]
-            n_mb = ranks.max(-(-len(kept) // p.minibatch_size))  # the same number of optimiser steps on every rank
-            if n_mb:
-                B = len(kept)
-                lref = None
-                if kept:
-                    p_ids, p_mask = pad_prompts([tok(pr)["input_ids"] for pr, _, _ in kept], tok.pad_token_id)
-                    c_ids, c_mask = pad_completions([list(s.token_ids) for _, s, _ in kept], tok.pad_token_id)
-                    T = c_ids.shape[1]
-                    old = torch.zeros(B, T)
-                    for j, (_, s, _) in enumerate(kept):
-                        old[j, :len(s.logprobs)] = torch.tensor(s.logprobs)
-                    lengths = c_mask.sum(1).long()  # (B,)
-                    R = torch.zeros(B, T)
-                    R[torch.arange(B), lengths - 1] = torch.tensor(scores)  # outcome reward on the last token
-                    with torch.no_grad(), autocast():
-                        values_old = critic(p_ids, p_mask, c_ids, c_mask).float()  # (B, T)
-                        lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=p.temperature or 1.0) \
-                            if ref is not None else None
-                    if lref is not None:
-                        m["kl"] = masked_mean(old - lref, c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
-                        if p.kl_in_reward:
-                            R = kl_in_reward(R, old, lref, c_mask, kl_ctl.coef)
-                    A, returns = gae(R, values_old, c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
-                    if p.whiten_advantages:  # over this rank's batch
-                        A = whiten(A, c_mask)
-                if ref is not None and ranks.world > 1:  # one KL coefficient on every rank
-                    kls = [x for x in ranks.gather([m.get("kl")]) if x is not None]
-                    if kls:
-                        m["kl"] = sum(kls) / len(kls)
-                stats: dict[str, list[float]] = {}
-                model.train()
-                critic.train()
-                micro = p.micro_batch_size or p.minibatch_size
-                for _ in range(p.num_epochs):
-                    order = list(range(B))
-                    rng.shuffle(order)
-                    for i in range(n_mb):
-                        mb = order[i * p.minibatch_size:(i + 1) * p.minibatch_size]
-                        opt.zero_grad(set_to_none=True)
-                        opt_v.zero_grad(set_to_none=True)
-                        if not mb:  # this rank has fewer samples than another: zero losses through DDP
-                            one = torch.tensor([[tok.bos_token_id]])
-                            (policy_t(input_ids=one).logits.sum() * 0.0).backward()
-                            (critic_t(one, torch.ones_like(one), one, torch.ones_like(one)).sum() * 0.0).backward()
-                        for k in range(0, len(mb), micro):
-                            idx = torch.tensor(mb[k:k + micro])
-                            share = len(idx) / len(mb)  # accumulate: the micro-batch's share of the minibatch
-                            last = k + micro >= len(mb)  # DDP all-reduces on a minibatch's last micro-batch only
-                            with ranks.no_sync(policy_t, not last), ranks.no_sync(critic_t, not last):
-                                with autocast():
-                                    logp, ent = token_logprobs(policy_t, p_ids[idx], p_mask[idx], c_ids[idx],
-                                                               c_mask[idx], temperature=p.temperature or 1.0,
-                                                               return_entropy=True)
-                                    v = critic_t(p_ids[idx], p_mask[idx], c_ids[idx], c_mask[idx])
-                                logp, ent, v = logp.float(), ent.float(), v.float()
-                                pol = ppo_clip(logp, old[idx], A[idx], c_mask[idx], eps_low=p.eps, agg="token_mean",
-                                               logp_ref=None if p.kl_in_reward or lref is None else lref[idx],
-                                               beta=0.0 if p.kl_in_reward else kl_ctl.coef, kl_estimator="k3")
-                                loss = pol.loss
-                                if p.ent_coef > 0:
-                                    eb = entropy_bonus(ent, c_mask[idx])
-                                    loss = loss + p.ent_coef * eb.loss
-                                vl = value_loss(v, returns[idx], c_mask[idx], values_old=values_old[idx],
-                                                clip_range=p.vf_clip or None)
-                                (loss * share).backward()
-                                (vl.loss * share).backward()
-                            for key, val in {**pol.metrics, **vl.metrics,
-                                             "entropy": masked_mean(ent.detach(), c_mask[idx])}.items():
-                                stats.setdefault(key, []).append(val)
-                        for net, o, name in ((model, opt, "grad_norm"), (critic, opt_v, "grad_norm/critic")):
-                            if p.grad_clip > 0:
-                                stats.setdefault(name, []).append(
-                                    float(torch.nn.utils.clip_grad_norm_(net.parameters(), p.grad_clip)))
-                            o.step()
-                for s in scheds:
-                    s.step()
-                model.eval()
-                critic.eval()
-                m.update({k: sum(v) / len(v) for k, v in stats.items()})
-                m["train/samples"] = B
-                if p.adaptive_kl and "kl" in m:
-                    m["kl_coef"] = kl_ctl.update(m["kl"])
-            m.update({"time/rollout": t1 - t0, "time/verify": t2 - t1, "time/update": time.perf_counter() - t2})
-            if (step % p.eval_every == 0 or step == p.steps) and ranks.main:
-                m["eval/accuracy"] = greedy_accuracy(model, tok, evals)
-            history.append(m)
-            writer.write(m)
-            if on_step:
-                on_step(m)
-            log(f"step {step}/{p.steps}  reward {m['reward/mean']:.3f}  loss {m.get('loss/policy', float('nan')):+.4f}  "
-                f"value {m.get('loss/value', float('nan')):.4f}  kl {m.get('kl', 0):.4f}  "
-                f"clip {m.get('clip_ratio/region', 0):.3f}  rollout {m['time/rollout']:.2f}s "
-                f"update {m['time/update']:.2f}s" + (f"  held-out {m['eval/accuracy']:.3f}" if "eval/accuracy" in m else ""))
-            if p.checkpoint_every and step % p.checkpoint_every == 0 and ranks.main:
-                checkpoint.save(cfg.output_dir, step, model, opt, scheds[0], {"shuffle": rng}, ledger.conn,
-                                (metrics_path, archive_path), extra=states)
-    finally:
-        pool.close()
-        if ledger is not None:
-            ledger.close()
-        writer.close()
-    if ranks.main:
-        checkpoint.save_final(cfg.output_dir, model, tok)
-    ranks.barrier()
-    return history, model, tok
+    return loop.train(cfg, PPO(), log, on_step, resume)

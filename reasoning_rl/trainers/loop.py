@@ -1,0 +1,317 @@
+"""The RL loop every algorithm shares: one round of sample -> verify -> filter -> update per step.
+
+    train(cfg, algorithm, log, on_step, resume) -> (history, model, tokenizer)
+
+The loop owns what is common to GRPO and PPO: seeding and ranks, the policy and its reference,
+the rollout engine, the verifier pool and reward, the curriculum (ledger, sampler, refill),
+the rollout archive, metrics, held-out evaluation, checkpoints and logging. An `Algorithm`
+supplies only what is its own:
+
+    setup(run)                   extra models and optimisers (PPO: the critic), as `Net`s and checkpoint states
+    make_batch(run, groups, m)   verified groups -> a batch with advantages (or None: nothing to train)
+    minibatch(run, batch, idx)   the gradient of one minibatch; returns its metrics
+    touch(run)                   a zero-loss backward through every DDP module (a rank with no rows)
+    after_update(run, m)         anything after a round's update (PPO: the adaptive KL controller)
+
+One round (a "step"), for rank r of W (one process: r = 0, W = 1):
+  1. the sampler draws prompts_per_step / W prompts; the engine samples group_size completions each
+     from pi_old = the current weights; the verifier pool scores them; refill keeps mixed groups;
+  2. every rank's verified groups are gathered: rank 0 writes the ledger and the archive;
+  3. the algorithm makes a batch; `num_iterations` epochs of shuffled minibatches update each `Net`
+     (the same number of optimiser steps on every rank; DDP averages the gradients);
+  4. metrics to JSONL / TensorBoard and the caller's `on_step`; held-out accuracy every `eval_every`
+     steps; a resumable checkpoint every `checkpoint_every` steps (rank 0).
+Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+
+import verifiers
+from curricula import Ledger, make_sampler
+
+from ..archive import write_groups
+from ..configs import Config, RLConfig
+from ..evaluate import task_accuracy
+from ..models import load_policy
+from ..rollout import SamplingConfig, logprob_mismatch
+from ..run_dir import new_run_dir
+from ..sft import seed_everything
+from ..tiny.tasks import make_rows
+from . import checkpoint
+from .distributed import NullWriter, Ranks
+from .metrics import MetricsWriter
+from .rounds import Rounds, SandboxTally, make_engine, make_reward, round_metrics
+
+
+@dataclass
+class Net:
+    """A trained module with its optimiser, scheduler and the metric name of its gradient norm; `name` keys its
+    states in a checkpoint (`critic`, `critic_opt`, `critic_sched`)."""
+    name: str
+    module: Any  # the model itself (saved, evaluated)
+    wrapped: Any  # what forward/backward runs through: DDP under a launcher, else the module
+    opt: Any
+    sched: Any
+    grad_metric: str
+
+
+class Algorithm(Protocol):
+    name: str  # the config section and the run directory's prefix
+
+    def setup(self, run: "Run") -> tuple[list[Net], dict[str, Any]]: ...
+
+    def make_batch(self, run: "Run", groups: list, m: dict) -> Any: ...
+
+    def minibatch(self, run: "Run", batch: Any, idx: torch.Tensor) -> dict[str, float]: ...
+
+    def touch(self, run: "Run") -> None: ...
+
+    def after_update(self, run: "Run", m: dict) -> None: ...
+
+
+@dataclass
+class Run:
+    """Everything one training run holds; built by `_setup`, read by the algorithm's hooks."""
+    cfg: Config
+    rl: RLConfig
+    ranks: Ranks
+    log: Callable[[str], None]
+    model: Any
+    tok: Any
+    ref: Any  # the frozen reference policy, or None when beta = 0
+    nets: list[Net]
+    rounds: Rounds
+    pool: Any
+    ledger: Ledger
+    sampler: Any
+    rng: random.Random  # the minibatch shuffle
+    rngs: dict[str, random.Random]
+    states: dict[str, Any]  # the algorithm's checkpointed objects
+    evals: list[dict]
+    prompts_here: int  # this rank's share of prompts_per_step
+    writer: Any = None
+    history: list[dict] = field(default_factory=list)
+
+    @property
+    def policy(self) -> Any:
+        return self.nets[0].wrapped
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.cfg.output_dir, name)
+
+    @property
+    def logs(self) -> tuple[str, str]:
+        return self.path("metrics.jsonl"), self.path("archive.jsonl")
+
+
+def adamw(module, lr: float, warmup_steps: int):
+    opt = torch.optim.AdamW(module.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
+
+
+def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
+    rl: RLConfig = getattr(cfg, algo.name)
+    torch.set_num_threads(cfg.num_threads)
+    ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
+    if ranks.world > 1 and resume:
+        raise ValueError(f"train {algo.name} --resume: resuming a multi-process run is not supported yet; "
+                         "resume it with one process")
+    prompts_here = ranks.share(rl.prompts_per_step, f"{algo.name}.prompts_per_step")
+    log = ranks.logger(log)
+    seed_everything(cfg.seed + ranks.rank)
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    model, tok = ranks.main_first(load_policy, cfg, log=log)
+    ref = copy.deepcopy(model).eval() if rl.beta > 0 else None
+    train_rows, test_rows = make_rows(cfg.tasks)
+    by_id = {r["prompt_id"]: r for r in (train_rows[:rl.train_prompts] if rl.train_prompts else train_rows)}
+    reward = make_reward(cfg, rl)
+    pool = verifiers.VerifierPool(num_workers=rl.verifier_workers, backend=rl.verifier_backend,
+                                  ray_address=os.environ.get("RAY_ADDRESS"))
+    gen = cfg.generation
+    sampling = SamplingConfig(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
+    rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), reward, pool, by_id, random.Random(cfg.seed + 7919))
+    ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
+    if resume:
+        checkpoint.restore_ledger(cfg.output_dir, ledger_path)
+    ledger = Ledger(ledger_path) if ranks.main else None  # rank 0 creates it; the others read it
+    ranks.barrier()
+    ledger = ledger or Ledger(ledger_path)
+    sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger)
+    opt, sched = adamw(model, rl.lr, rl.warmup_steps)
+    policy = Net("policy", model, ranks.wrap(model), opt, sched, "grad_norm")  # DDP under a launcher
+    rng = random.Random(cfg.seed)
+    rngs = {"sampler": sampler.rng, "shuffle": rng}
+    if rl.control:
+        rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
+    run = Run(cfg, rl, ranks, log, model, tok, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
+              test_rows[:cfg.eval.size], prompts_here)
+    extra_nets, run.states = algo.setup(run)
+    run.nets.extend(extra_nets)
+    return run
+
+
+def _start(run: Run, algo: Algorithm, resume: bool) -> int:
+    """Restore a checkpoint or score step 0; open the metrics writer. Returns the first step to run."""
+    start, acc = 1, None
+    if resume:
+        p = run.nets[0]
+        start = checkpoint.load(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
+                                extra=_extra_states(run)) + 1
+        run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
+    elif run.ranks.main:
+        open(run.logs[1], "w").close()
+        acc = task_accuracy(run.model, run.tok, run.evals, run.pool, run.cfg.generation.max_tokens)
+        run.log(f"step 0: held-out accuracy {acc:.3f} ({len(run.evals)} prompts, greedy)")
+    run.ranks.barrier()
+    run.writer = MetricsWriter(run.cfg.output_dir, run.rl.steps, append=resume, description=algo.name) \
+        if run.ranks.main else NullWriter()
+    if acc is not None:
+        run.writer.write({"step": 0, "eval/accuracy": acc})
+    return start
+
+
+def _extra_states(run: Run) -> dict[str, Any]:
+    """What a checkpoint holds beyond the policy: the algorithm's states and every further net's weights,
+    optimiser and scheduler."""
+    extra = dict(run.states)
+    for n in run.nets[1:]:
+        extra.update({n.name: n.module, f"{n.name}_opt": n.opt, f"{n.name}_sched": n.sched})
+    return extra
+
+
+def _checkpoint(run: Run, step: int) -> None:
+    p = run.nets[0]
+    checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
+                    extra=_extra_states(run))
+
+
+def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[str, float]:
+    """`num_iterations` epochs of shuffled minibatches of `minibatch_size` rows; `n_mb` optimiser steps an epoch on
+    every rank (a rank short of rows backpropagates a zero loss, so DDP's all-reduce still meets). Returns the
+    metrics averaged over minibatches."""
+    rl, stats = run.rl, {}
+    for net in run.nets:
+        net.module.train()
+    for _ in range(rl.num_iterations):
+        order = list(range(n))
+        run.rng.shuffle(order)
+        for j in range(n_mb):
+            idx = torch.tensor(order[j * rl.minibatch_size:(j + 1) * rl.minibatch_size], dtype=torch.long)
+            for net in run.nets:
+                net.opt.zero_grad(set_to_none=True)
+            metrics = {}
+            if len(idx):
+                metrics = algo.minibatch(run, batch, idx)
+            else:  # this rank has fewer rows than another
+                algo.touch(run)
+            for net in run.nets:
+                if rl.grad_clip > 0:
+                    norm = torch.nn.utils.clip_grad_norm_(net.module.parameters(), rl.grad_clip)
+                    stats.setdefault(net.grad_metric, []).append(float(norm))
+                net.opt.step()
+            for k, v in metrics.items():
+                stats.setdefault(k, []).append(v)
+    for net in run.nets:
+        net.sched.step()
+        net.module.eval()
+    return {k: sum(v) / len(v) for k, v in stats.items()}
+
+
+def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None:
+    """The algorithm's batch from this rank's kept groups, then its update; weights pushed to the engine."""
+    rl = run.rl
+    batch = algo.make_batch(run, groups, m) if groups else None
+    n = len(batch) if batch is not None else 0
+    n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
+    if not n_mb:
+        return
+    if batch is not None and (step % rl.eval_every == 1 or rl.eval_every == 1):
+        m.update(logprob_mismatch(run.model, run.tok, groups[:8], temperature=run.cfg.generation.temperature or 1.0))
+    m.update(_train_epochs(run, algo, batch, n, n_mb))
+    m["train/samples"] = n
+    algo.after_update(run, m)
+    if rl.engine != "hf" and step % rl.push_every == 0:
+        t_push = time.perf_counter()
+        run.rounds.engine.update_weights(run.model)
+        m["time/push"] = time.perf_counter() - t_push
+
+
+def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
+    """One step: sample, verify, record, update. Returns the step's metrics (no held-out score yet)."""
+    t_step = time.perf_counter()
+    rounds = run.rounds
+    batch, mine, refill = rounds.fill(run.sampler, run.prompts_here)
+    generated = run.ranks.gather(mine)  # every rank's verified groups (one process: its own)
+    if run.ranks.main:
+        run.ledger.update(generated, rounds.reward.outcome, step, retire_after=run.rl.retire_after or None)
+        with open(run.logs[1], "a", encoding="utf-8") as af:
+            write_groups(af, generated, step)
+    m = {"step": step, **round_metrics(generated, rounds.reward), **refill.metrics()}
+    if rounds.reward.outcome == "code":  # what the sandbox did this step (runs that hit a limit were killed whole)
+        m.update(tally.metrics(generated))
+    m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
+        / max(1e-9, rounds.timing["rollout"])  # generated by this rank, over its generation time
+    t0 = time.perf_counter()
+    _update(run, algo, step, batch, m)
+    rounds.timing["update"] = time.perf_counter() - t0
+    m.update({f"time/{k}": v for k, v in rounds.timing.items()})
+    m["time/step"] = time.perf_counter() - t_step  # everything but the held-out evaluation
+    # updates the sampling weights lagged behind the trained ones this round (0 = on-policy)
+    m["rollout/staleness"] = 0 if run.rl.engine == "hf" else (step - 1) % run.rl.push_every
+    m["curriculum/retired"] = run.ledger.retired_count()
+    return m
+
+
+_LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2f}"),
+        ("yield", "curriculum/yield", "{:.2f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
+        ("kl", "kl", "{:.4f}"), ("clip", "clip_ratio/region", "{:.3f}"), ("rollout", "time/rollout", "{:.2f}s"),
+        ("verify", "time/verify", "{:.2f}s"), ("update", "time/update", "{:.2f}s"),
+        ("sandbox", "sandbox/wall_s", "{:.2f}s"), ("held-out", "eval/accuracy", "{:.3f}"))
+
+
+def _log_line(m: dict, steps: int) -> str:
+    """One line a step: the metrics of `_LOG` that the step has."""
+    return f"step {m['step']}/{steps}  " + "  ".join(f"{name} {fmt.format(m[k])}" for name, k, fmt in _LOG if k in m)
+
+
+def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
+          on_step: Callable[[dict], None] | None = None, resume: bool = False):
+    """Run `algo` as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
+
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
+    if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
+        cfg = dataclasses.replace(cfg, output_dir=new_run_dir(algo.name))
+        log(f"run directory: {cfg.output_dir}")
+    run = _setup(cfg, algo, log, resume)
+    rl, tally = run.rl, SandboxTally()
+    try:
+        for step in range(_start(run, algo, resume), rl.steps + 1):
+            m = _round(run, algo, step, tally)
+            if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
+                m["eval/accuracy"] = task_accuracy(run.model, run.tok, run.evals, run.pool, cfg.generation.max_tokens)
+            run.history.append(m)
+            run.writer.write(m)
+            if on_step:
+                on_step(m)
+            run.log(_log_line(m, rl.steps))
+            if rl.checkpoint_every and step % rl.checkpoint_every == 0 and run.ranks.main:
+                _checkpoint(run, step)
+    finally:
+        run.rounds.close()
+        run.pool.close()
+        run.ledger.close()
+        if run.writer is not None:
+            run.writer.close()
+    if run.ranks.main:
+        checkpoint.save_final(cfg.output_dir, run.model, run.tok)
+    run.ranks.barrier()
+    return run.history, run.model, run.tok

@@ -1,0 +1,175 @@
+"""One round's rollouts: prompts -> sampled groups -> verified groups -> the batch an update trains on.
+
+    make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | vllm | openai)
+    make_reward(cfg, rl)               the outcome verifier of the task kind, its format rule, a PRM if set
+    Rounds.fill(sampler, n)            DAPO dynamic sampling: generate, verify, keep mixed groups, refill
+    round_metrics(groups, ...)         reward, masking, group mix, lengths and sandbox use of a round
+
+Generation of a round is cut into `rollout_chunks`; each chunk is verified on a background
+thread while the next is generated. Every verified group of the round (kept or not) goes to
+the ledger and the archive; only the kept ones reach the update.
+Not here: tensors, losses or the optimiser (the algorithms), the loop itself (loop.py).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import random
+import time
+import weakref
+
+import verifiers
+from curricula import apply_filters, fill_batch, group_stats
+from verifiers.prm import PRMConfig, PRMVerifier
+from verifiers.registry import REGISTRY, distribution
+
+from ..configs import Config, GRPOConfig, RLConfig
+from ..curate import checked_text
+from ..rollout import HFEngine, SamplingConfig
+from ..types import Group
+
+
+def outcome_verifier(cfg: Config) -> str:
+    """The verifier whose pass/fail is the task's outcome."""
+    return "code" if cfg.tasks.kind == "code" else "math"
+
+
+def make_reward(cfg: Config, rl: RLConfig) -> verifiers.Reward:
+    """Outcome (weight 1) + the task kind's format rule (`rl.format_weight`) + a PRM's step scores (weight 0: for
+    process advantages and the logs, never in the scalar reward)."""
+    outcome = outcome_verifier(cfg)
+    fmt = "repetition" if outcome == "code" else "think_answer"
+    terms = [verifiers.Term(outcome, 1.0), verifiers.Term(fmt, rl.format_weight)]
+    if isinstance(rl, GRPOConfig) and rl.prm_model:
+        if "prm" in verifiers.names() and distribution("prm") == "user":
+            REGISTRY.remove("prm")  # an earlier run's PRM in this process
+        verifiers.register(PRMVerifier(PRMConfig(model=rl.prm_model), name="prm"))
+        terms.append(verifiers.Term("prm", 0.0))
+    return verifiers.Reward(tuple(terms), outcome=outcome)
+
+
+def make_engine(cfg: Config, rl: RLConfig, model, tok):
+    """hf samples from the very object being trained; vllm and openai start from the trainer's weights."""
+    if rl.engine == "vllm":
+        from ..rollout.vllm import VLLMEngine  # vLLM is an optional extra: imported only when asked for
+
+        init = os.path.join(cfg.output_dir, "engine-init")
+        model.save_pretrained(init)
+        tok.save_pretrained(init)
+        tiny = cfg.model.name_or_path == "tiny"
+        engine = VLLMEngine(init, dtype="float32", seed=cfg.seed,
+                            max_model_len=cfg.model.tiny.max_position_embeddings if tiny else None)
+    elif rl.engine == "openai":
+        from ..rollout.openai import OpenAIEngine
+
+        engine = OpenAIEngine(rl.engine_url, rl.engine_model, tokenizer=tok,
+                              weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"))
+    else:
+        return HFEngine(model, tok)
+    engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
+    return engine
+
+
+def attach(groups: list[Group], reward: verifiers.Reward, pool) -> list[Group]:
+    """Every sample of every group gets its verdicts (one concurrent batch through the pool).
+    Code tasks: the program is prompt (the signature) + completion (the body), checked against the row's tests."""
+    flat = [(g, s) for g in groups for s in g.samples]
+    refs = [g.task.get("tests" if reward.outcome == "code" else "answer") for g, _ in flat]
+    texts = [checked_text(reward.outcome, g.prompt, s.text) for g, s in flat]
+    verdicts = iter(reward.verify(texts, refs, [g.prompt for g, _ in flat], pool=pool))
+    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples])
+            for g in groups]
+
+
+def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
+    """The `shuffled_rewards` control: every sample gets the verdicts of a random sample of the round, so the
+    rewards keep their distribution but say nothing about the completion they are attached to."""
+    verdicts = [s.verdicts for g in groups for s in g.samples]
+    rng.shuffle(verdicts)
+    it = iter(verdicts)
+    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(it)) for s in g.samples]) for g in groups]
+
+
+class Rounds:
+    """Generates and verifies rounds for one rank; `timing` holds the current round's seconds."""
+
+    def __init__(self, rl: RLConfig, gen: SamplingConfig, engine, reward, pool, rows_by_id: dict,
+                 control_rng: random.Random) -> None:
+        self.rl, self.sampling, self.engine, self.reward, self.pool = rl, gen, engine, reward, pool
+        self.rows_by_id, self.control_rng = rows_by_id, control_rng
+        self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")
+        self.timing: dict[str, float] = {}
+        self.generated: list[Group] = []
+
+    def keep(self, group: Group) -> bool:
+        """DAPO dynamic sampling on the outcome's pass/fail."""
+        return not self.rl.filter_mixed or bool(apply_filters([group], self.reward.outcome, ["mixed"])[0])
+
+    def _verify(self, groups: list[Group]) -> list[Group]:  # on the verification thread
+        t0 = time.perf_counter()
+        out = attach(groups, self.reward, self.pool)
+        self.timing["verify_busy"] += time.perf_counter() - t0
+        return out
+
+    def generate(self, prompt_ids) -> list[Group]:
+        """One generation round in `rollout_chunks` chunks; time/verify counts only the wait after the last chunk
+        (what generation did not hide)."""
+        rows = [dict(self.rows_by_id[p], prompt_id=p) for p in prompt_ids]
+        size = -(-len(rows) // max(1, min(self.rl.rollout_chunks, len(rows))))
+        futures = []
+        for i in range(0, len(rows), size):
+            t0 = time.perf_counter()
+            chunk = self.engine.generate(rows[i:i + size], self.rl.group_size, self.sampling)
+            self.timing["rollout"] += time.perf_counter() - t0
+            futures.append(self.verifying.submit(self._verify, chunk))
+        t1 = time.perf_counter()
+        groups = [grp for f in futures for grp in f.result()]
+        self.timing["verify"] += time.perf_counter() - t1
+        if self.rl.control == "shuffled_rewards":
+            groups = shuffle_verdicts(groups, self.control_rng)
+        self.generated.extend(groups)
+        return groups
+
+    def fill(self, sampler, n: int):
+        """(kept groups, every generated group, refill stats) of one round of `n` prompts on this rank."""
+        self.timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0, "update": 0.0}
+        self.generated = []
+        batch, refill = fill_batch(sampler.sample, self.generate, self.keep, n,
+                                   self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
+        return batch, self.generated, refill
+
+    def close(self) -> None:
+        self.verifying.shutdown(wait=True)
+
+
+class SandboxTally:
+    """Counts each code verdict once: a cache hit or a repeat of a program already counted is not new work."""
+
+    def __init__(self) -> None:
+        self.counted = weakref.WeakValueDictionary()  # id -> verdict already in some round's totals
+
+    def metrics(self, groups: list[Group]) -> dict[str, float]:
+        fresh = []
+        for v in (s.verdicts["code"] for g in groups for s in g.samples):
+            if id(v) not in self.counted:
+                self.counted[id(v)] = v
+                fresh.append(v.metrics)
+        return {"sandbox/programs": len(fresh),
+                "sandbox/wall_s": sum(v.get("sandbox_wall_s", 0.0) for v in fresh),
+                "sandbox/runs": sum(v.get("sandbox_runs", 0) for v in fresh),
+                "sandbox/leftover_processes": sum(v.get("leftover_processes", 0) for v in fresh)}
+
+
+def round_metrics(generated: list[Group], reward: verifiers.Reward) -> dict[str, float]:
+    """What every round reports about its verified groups (all ranks'): scores, masking, mix and lengths."""
+    m = group_stats(generated, reward.outcome, reward=lambda s: reward.combine(s.verdicts))
+    samples = [s for g in generated for s in g.samples]
+    scores = [reward.combine(s.verdicts) for s in samples]
+    scored = [x for x in scores if x is not None]
+    mean = sum(scored) / len(scored) if scored else 0.0
+    m["reward/mean"] = mean
+    m["reward/std"] = (sum((x - mean) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
+    m["verify/masked"] = len(scores) - len(scored)
+    m["completions/mean_length"] = sum(len(s.token_ids) for s in samples) / max(1, len(samples))
+    m["completions/clipped_ratio"] = sum(s.truncated for s in samples) / max(1, len(samples))
+    return m
