@@ -8,7 +8,7 @@ the rollout archive, metrics, held-out evaluation, checkpoints and logging. An `
 supplies only what is its own:
 
     setup(run)                   extra models and optimisers (PPO: the critic), as `Net`s and checkpoint states
-    make_batch(run, groups, m)   verified groups -> a batch with advantages (or None: nothing to train)
+    make_batch(run, groups, m)   verified groups -> a batch with advantages (or None); called on every rank
     minibatch(run, batch, idx)   the gradient of one minibatch; returns its metrics
     touch(run)                   a zero-loss backward through every DDP module (a rank with no rows)
     after_update(run, m)         anything after a round's update (PPO: the adaptive KL controller)
@@ -229,7 +229,7 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
 def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None:
     """The algorithm's batch from this rank's kept groups, then its update; weights pushed to the engine."""
     rl = run.rl
-    batch = algo.make_batch(run, groups, m) if groups else None
+    batch = algo.make_batch(run, groups, m)  # on every rank, even one with no groups (PPO gathers its KL)
     n = len(batch) if batch is not None else 0
     n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
     if not n_mb:
