@@ -20,9 +20,8 @@ from ..types import Group
 from . import loop
 from .distributed import zero_loss
 from .grpo_batch import GRPOBatch, make_batch, update_minibatch
-from .rounds import outcome_verifier, shuffle_verdicts
 
-__all__ = ["GRPO", "train_grpo", "outcome_verifier", "shuffle_verdicts"]
+__all__ = ["GRPO", "train_grpo"]
 
 
 class GRPO:

@@ -85,10 +85,9 @@ class Run:
     rl: RLConfig
     ranks: Ranks
     log: Callable[[str], None]
-    model: Any
     tok: Any
     ref: Any  # the frozen reference policy, or None when beta = 0
-    nets: list[Net]
+    nets: list[Net]  # the policy first, then any further trained model (PPO: the critic)
     rounds: Rounds
     pool: Any
     ledger: Ledger
@@ -102,7 +101,12 @@ class Run:
     history: list[dict] = field(default_factory=list)
 
     @property
+    def model(self) -> Any:
+        return self.nets[0].module
+
+    @property
     def policy(self) -> Any:
+        """What the policy's forward/backward runs through (DDP under a launcher)."""
         return self.nets[0].wrapped
 
     def path(self, name: str) -> str:
@@ -152,7 +156,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     rngs = {"sampler": sampler.rng, "shuffle": rng}
     if rl.control:
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
-    run = Run(cfg, rl, ranks, log, model, tok, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
+    run = Run(cfg, rl, ranks, log, tok, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
               test_rows[:cfg.eval.size], prompts_here)
     extra_nets, run.states = algo.setup(run)
     run.nets.extend(extra_nets)
