@@ -31,9 +31,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
     import torch
 
-    from reasoning_rl.evaluate import task_accuracy
     from reasoning_rl.models import load_policy
     from reasoning_rl.sft import seed_everything, sft_step
+    from reasoning_rl.task import Task
     from reasoning_rl.tiny.tasks import make_rows
 
     seed_everything(cfg.seed + 1)
@@ -47,7 +47,7 @@ def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
         sft_step(model, tok, opt, train_rows, rng, cfg.sft)
         steps += 1
     model.eval()
-    return steps, task_accuracy(model, tok, test_rows, max_new_tokens=cfg.generation.max_tokens)
+    return steps, Task.from_config(cfg.tasks).evaluate(model, tok, test_rows, max_new_tokens=cfg.generation.max_tokens)
 
 
 def main() -> None:
@@ -61,10 +61,9 @@ def main() -> None:
 
     from reasoning_rl import config
     from reasoning_rl.configs import Config
-    from reasoning_rl.evaluate import task_accuracy
     from reasoning_rl.models import load_policy
     from reasoning_rl.sft import build_sft_checkpoint
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.task import Task
     from reasoning_rl.trainers.grpo import train_grpo
 
     torch.set_num_threads(1)
@@ -72,8 +71,8 @@ def main() -> None:
         run = a.set + [f"grpo.steps={a.steps}", f"grpo.eval_every={a.steps}", "grpo.checkpoint_every=0"]
         cfg = config.load(Config, a.config, overrides=run + [f"output_dir={tmp}"])
         build_sft_checkpoint(cfg)
-        _, test = make_rows(cfg.tasks)
-        test = test[: cfg.eval.size]
+        task = Task.from_config(cfg.tasks)
+        test = task.test[: cfg.eval.size]
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         shuffled = None
         if a.random_control:
@@ -84,7 +83,7 @@ def main() -> None:
     acc_rl = history[-1]["eval/accuracy"]
     steps, acc_sft = continued_sft(cfg, wall, test)
     model, tok = load_policy(cfg, log=lambda *_: None)
-    acc0 = task_accuracy(model, tok, test, max_new_tokens=cfg.generation.max_tokens)
+    acc0 = task.evaluate(model, tok, test, max_new_tokens=cfg.generation.max_tokens)
     print(json.dumps({"heldout_prompts": len(test), "sft_start": acc0, "wall_s": round(wall, 1),
                       "grpo": {"rounds": a.steps, "accuracy": acc_rl},
                       "continued_sft": {"steps": steps, "accuracy": acc_sft},

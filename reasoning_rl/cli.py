@@ -12,8 +12,8 @@ import json
 import sys
 
 from .cli_args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args,
-                       add_run_dir_args, check_model, check_verifier, claim_output_dir, cmd, load_config,
-                       prompt_rows, version)
+                       add_run_dir_args, add_split_arg, add_task_args, check_model, claim_output_dir, cmd, load_config, load_task,
+                       version)
 from .errors import UserError
 
 
@@ -66,18 +66,16 @@ def cmd_sft(args) -> int:
 
     cfg = load_config(args)
     if cfg.model.name_or_path != "tiny":
-        print("sft: only the embedded default (model.name_or_path=tiny) has a built-in warm start", file=sys.stderr)
-        return 2
+        return _sft_on_target(cfg, args)
     _set_threads(cfg)
-    from .evaluate import task_accuracy
     from .models import load_policy
     from .sft import build_sft_checkpoint
-    from .tiny.tasks import make_rows
 
+    task = load_task(cfg)
     path = build_sft_checkpoint(cfg, force=args.force)
     model, tok = load_policy(cfg)
-    _, test = make_rows(cfg.tasks)
-    acc = task_accuracy(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
+    test = task.test
+    acc = task.evaluate(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)
@@ -88,28 +86,56 @@ def cmd_sft(args) -> int:
     return 0
 
 
+def _sft_on_target(cfg, args) -> int:
+    """SFT of any Hugging Face model on the task's gold completions (tasks.target_col, or the preset's)."""
+    from .lora import maybe_lora, save_final
+    from .models import load_policy
+    from .sft import train_sft
+
+    if not args.output:
+        raise UserError(f"sft: model.name_or_path={cfg.model.name_or_path!r}: give --output DIR for the trained model "
+                        "(only the embedded tiny model has a cached warm start)")
+    task = load_task(cfg)
+    rows = [{"prompt": r["prompt"], "answer": str(r["target"])} for r in task.train if r.get("target") not in
+            (None, "")]
+    if not rows:
+        raise UserError(f"tasks.target_col: no train row of {task.source!r} has a gold completion to train on "
+                        f"(value {cfg.tasks.target_col!r}; the preset {cfg.tasks.preset!r} names none)")
+    _set_threads(cfg)
+    model, tok = load_policy(cfg)
+    model = maybe_lora(model, cfg)
+    train_sft(cfg, model, tok, rows)
+    acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
+    import os
+
+    parent, name = os.path.split(os.path.abspath(args.output))
+    path = save_final(parent, model, tok, name=name)
+    print(f"sft ({len(rows)} targets, {cfg.sft.steps} steps): {path}")
+    print(f"held-out accuracy: {acc:.3f} ({min(len(task.test), cfg.eval.size)} prompts, greedy, {task.outcome})")
+    return 0
+
+
 def cmd_curate(args) -> int:
     cfg = load_config(args)
     from .curate import curate, write_rows
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .trainers.rounds import outcome_verifier
 
-    verifier = check_verifier(args.verifier or outcome_verifier(cfg))
-    reference_col = args.reference_col or ("tests" if verifier == "code" else "answer")
-    rows = prompt_rows(args, cfg, args.split, reference_col)
-    check_model(cfg)
+    task, rows = load_task(cfg, args.split, args.limit)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens or cfg.generation.max_tokens,
                               seed=cfg.seed)
-    out = curate(model, tok, rows, args.n, sampling, verifier=verifier, reference_col=reference_col,
-                 ledger_path=args.ledger)
+    out = curate(model, tok, task, rows, args.n, sampling, ledger_path=args.ledger)
     write_rows(out, args.output)
     scored = [r for r in out if r["pass_rate"] is not None]
+    if not scored:
+        raise UserError(f"curate: every one of the {len(out)} prompts' samples was masked by {task.outcome!r} "
+                        "(no verdict to compute a pass rate from); see the rows' masked column in "
+                        f"{args.output}/data.jsonl")
     mixed = sum(r["mixed"] for r in out)
-    mean = sum(r["pass_rate"] for r in scored) / len(scored) if scored else float("nan")
-    print(f"curated {len(out)} prompts x {args.n} samples: mean pass rate {mean:.3f}, "
+    mean = sum(r["pass_rate"] for r in scored) / len(scored)
+    print(f"curated {len(out)} prompts x {args.n} samples ({task.outcome}): mean pass rate {mean:.3f}, "
           f"mixed {mixed} ({mixed / max(1, len(out)):.1%}), all pass {sum(r['pass_rate'] == 1 for r in scored)}, "
           f"all fail {sum(r['pass_rate'] == 0 for r in scored)} -> {args.output}")
     return 0
@@ -149,15 +175,18 @@ def cmd_train_prm(args) -> int:
     return 0
 
 
-def _fresh_pairs(cfg, model, tok, rows, n, pair_cfg, log=print):
+def _fresh_pairs(cfg, model, tok, task, rows, n, pair_cfg, log=print):
+    import verifiers
+
     from .curate import sample_verified
     from .pairs import build_pairs
     from .rollout import SamplingConfig
 
-    groups = sample_verified(model, tok, rows, n, SamplingConfig(temperature=cfg.generation.temperature,
-                                                                 max_tokens=cfg.generation.max_tokens, seed=cfg.seed),
-                             log=log)
-    return build_pairs(groups, "math", pair_cfg, policy=cfg.model.name_or_path, verifier_version="1")
+    groups = sample_verified(model, tok, task, rows, n, SamplingConfig(temperature=cfg.generation.temperature,
+                                                                       max_tokens=cfg.generation.max_tokens,
+                                                                       seed=cfg.seed), log=log)
+    return build_pairs(groups, task.outcome, pair_cfg, policy=cfg.model.name_or_path,
+                       verifier_version=verifiers.get(task.outcome).version)
 
 
 def _pair_config(args):
@@ -178,20 +207,22 @@ def cmd_pairs(args) -> int:
     if args.archive:
         import os
 
+        import verifiers
+
         from .archive import read_archive
         from .pairs import build_pairs
-        from .trainers.rounds import outcome_verifier
+        from .task import outcome_of
 
         if not os.path.isfile(args.archive):
             raise UserError(f"--archive {args.archive!r} is not a file (a training run's archive.jsonl)")
-        outcome = check_verifier(args.verifier or outcome_verifier(cfg))  # code archives pair on `code`
+        outcome = outcome_of(cfg.tasks)  # the task's outcome (code archives pair on `code`)
+        verifiers.get(outcome)  # an unknown name: one line listing the valid ones
         pairs, summary = build_pairs(read_archive(args.archive), outcome, pair_cfg, policy=args.archive)
     else:
-        rows = prompt_rows(args, cfg, "train")
-        check_model(cfg)
+        task, rows = load_task(cfg, args.split, args.limit)
         _set_threads(cfg)
         model, tok = load_policy(cfg)
-        pairs, summary = _fresh_pairs(cfg, model, tok, rows, args.n, pair_cfg)
+        pairs, summary = _fresh_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
     write_pairs(pairs, args.output)
     print(json.dumps(summary))
     return 0
@@ -202,9 +233,8 @@ def cmd_train_dpo(args) -> int:
     import os
 
     from .cli_verifiers import read_rows
-    from .evaluate import greedy_accuracy
+    from .lora import maybe_lora, save_final
     from .models import load_policy
-    from .tiny.tasks import make_rows
     from .trainers.distributed import Ranks
     from .trainers.dpo import train_dpo_ours, train_dpo_trl
 
@@ -216,19 +246,20 @@ def cmd_train_dpo(args) -> int:
                             f"(a pair needs prompt, chosen, rejected; columns: {sorted(r) if isinstance(r, dict) else r})")
     if pair_rows is not None and not pair_rows:
         raise UserError(f"--pairs {args.pairs!r} has no rows")
-    check_model(cfg)
+    task = load_task(cfg)
     cfg = claim_output_dir(cfg, args, "dpo")
     _set_threads(cfg)
     ranks = Ranks()  # under `accelerate launch`: each rank samples its share of the prompts; rank 0 reports
     model, tok = ranks.main_first(load_policy, cfg)
-    train_rows, test_rows = make_rows(cfg.tasks)
+    model = maybe_lora(model, cfg)  # with adapters, DPO's reference is the base model with them disabled
+    train_rows, test_rows = task.train, task.test
     if pair_rows is not None:
         rows = pair_rows
     else:
         from .pairs import PairConfig
 
         mine = train_rows[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
-        pairs, summary = _fresh_pairs(cfg, model, tok, mine, cfg.dpo.group_size, PairConfig(),
+        pairs, summary = _fresh_pairs(cfg, model, tok, task, mine, cfg.dpo.group_size, PairConfig(),
                                       log=ranks.logger(print))
         pairs = ranks.gather(pairs)  # every rank trains on the same pairs in the same order
         if ranks.main:
@@ -239,7 +270,8 @@ def cmd_train_dpo(args) -> int:
         print("train dpo: no pairs (no prompt had both a pass and a fail)", file=sys.stderr)
         return 2
     evals = test_rows[: cfg.eval.size]
-    acc0 = greedy_accuracy(model, tok, evals) if ranks.main else None
+    max_tokens = cfg.generation.max_tokens
+    acc0 = task.evaluate(model, tok, evals, max_new_tokens=max_tokens) if ranks.main else None
     backend = args.backend or cfg.dpo.backend
     if backend == "trl":
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"))
@@ -247,9 +279,8 @@ def cmd_train_dpo(args) -> int:
         m = train_dpo_ours(cfg, model, tok, rows)
     if not ranks.main:
         return 0
-    acc1 = greedy_accuracy(model, tok, evals)
-    model.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
-    tok.save_pretrained(os.path.join(cfg.output_dir, f"dpo_{backend}"))
+    acc1 = task.evaluate(model, tok, evals, max_new_tokens=max_tokens)
+    save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
     print(f"dpo ({backend}, {len(rows)} pairs): margin {m['rewards/margins']:+.4f}  pair accuracy "
           f"{m['rewards/accuracies']:.3f}  held-out accuracy {acc0:.3f} -> {acc1:.3f}")
     return 0
@@ -258,26 +289,33 @@ def cmd_train_dpo(args) -> int:
 def cmd_eval(args) -> int:
     cfg = load_config(args)
     from .curate import sample_verified
-    from .evaluate import evaluate_sampled, task_accuracy
+    from .evaluate import evaluate_sampled
     from .models import load_policy
     from .rollout import SamplingConfig
-    from .trainers.rounds import outcome_verifier
 
-    outcome = outcome_verifier(cfg)  # math, or code for tasks.kind=code (prompt + completion run against the tests)
-    reference_col = "tests" if outcome == "code" else "answer"
-    rows = prompt_rows(args, cfg, "test", reference_col)
-    check_model(cfg)
+    task, rows = load_task(cfg, args.split, args.limit)  # the held-out split (a file without one: its hash share)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    groups = sample_verified(model, tok, rows, args.n, SamplingConfig(temperature=args.temperature,
-                                                                      max_tokens=cfg.generation.max_tokens, seed=cfg.seed),
-                             verifier=outcome, reference_col=reference_col, log=lambda *_: None)
+    groups = sample_verified(model, tok, task, rows, args.n, SamplingConfig(
+        temperature=args.temperature, max_tokens=cfg.generation.max_tokens, seed=cfg.seed), log=lambda *_: None)
     ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.n)
-    res = evaluate_sampled(groups, outcome, ks)
-    if not args.dataset:
-        res["greedy"] = task_accuracy(model, tok, rows, max_new_tokens=cfg.generation.max_tokens)
+    outcome = task.outcome
+    res = evaluate_sampled(groups, outcome, ks, answer_key=task.answer_key)
+    res["greedy"] = task.evaluate(model, tok, rows, max_new_tokens=cfg.generation.max_tokens)
     print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, "verifier": outcome,
                       **{k: round(v, 4) for k, v in res.items()}}))
+    return 0
+
+
+def cmd_task_check(args) -> int:
+    cfg = load_config(args)
+    from .task_check import check_report, format_report
+
+    task = load_task(cfg, log=lambda *_: None)
+    from .models import load_tokenizer
+
+    report = check_report(cfg, task, load_tokenizer(cfg), probe=args.probe)
+    print(json.dumps(report, indent=1, ensure_ascii=False) if args.json else format_report(report))
     return 0
 
 
@@ -299,11 +337,13 @@ def _add_train_commands(sub) -> None:
     q = cmd(tsub, "grpo", "GRPO under the outcome verifier on the configured tasks",
              "reasoning-rl train grpo --set output_dir=runs/g1 --set grpo.steps=20")
     add_config_args(q)
+    add_task_args(q, verifier=True)
     add_run_dir_args(q)
     q.set_defaults(func=cmd_train_grpo)
     q = cmd(tsub, "ppo", "PPO (critic + GAE) under the outcome verifier on the configured tasks",
              "reasoning-rl train ppo --set output_dir=runs/p1 --set ppo.steps=20")
     add_config_args(q)
+    add_task_args(q, verifier=True)
     add_run_dir_args(q)
     q.set_defaults(func=cmd_train_ppo)
     q = cmd(tsub, "prm", "the tiny process reward model on generated step-by-step solutions",
@@ -313,6 +353,7 @@ def _add_train_commands(sub) -> None:
     q = cmd(tsub, "dpo", "DPO on verified pairs (ours, or --backend trl)",
              "reasoning-rl train dpo --pairs out/pairs --set output_dir=runs/d1")
     add_config_args(q)
+    add_task_args(q, verifier=True)
     add_run_dir_args(q, resume=False)
     q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")
     q.add_argument("--backend", choices=["ours", "trl"], help="overrides dpo.backend")
@@ -324,18 +365,13 @@ def _add_data_commands(sub) -> None:
     p = cmd(sub, "curate", "sample G completions per prompt, verify, write pass-rate columns and `mixed`",
              "reasoning-rl curate --dataset data.jsonl -n 8 -o out/curated")
     add_config_args(p)
-    p.add_argument("--dataset", help="JSONL/JSON/Parquet file or datasets dir with prompt and reference columns "
-                                     "(default: the embedded procedural tasks)")
-    p.add_argument("--split", choices=["train", "test"], default="train", help="for the embedded tasks")
+    add_task_args(p, verifier=True)
+    add_split_arg(p, "all")  # a dataset written back whole, with its pass-rate columns
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (G)")
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
     p.add_argument("--max-tokens", type=POS_INT, default=None,
                    help="new tokens per completion (default: the config's generation.max_tokens)")
-    p.add_argument("--verifier", default=None,
-                   help="outcome verifier (default: code for tasks.kind=code, else math)")
-    p.add_argument("--reference-col", default=None,
-                   help="the reference column (default: tests for the code verifier, else answer)")
     p.add_argument("--ledger", help="also record the groups in this SQLite curriculum ledger")
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_curate)
@@ -344,9 +380,8 @@ def _add_data_commands(sub) -> None:
              "reasoning-rl pairs --archive runs/g1/archive.jsonl -o out/pairs")
     add_config_args(p)
     p.add_argument("--archive", help="a training run's archive.jsonl (verified groups); no sampling then")
-    p.add_argument("--verifier", help="outcome verifier whose pass/fail makes chosen/rejected "
-                                      "(default: code for tasks.kind=code, else math)")
-    p.add_argument("--dataset", help="prompt/answer rows (default: the embedded train split)")
+    add_task_args(p, verifier=True)
+    add_split_arg(p, "train")
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt")
     p.add_argument("--strategy", default="all", choices=["all", "best_worst", "random_k"],
@@ -364,7 +399,8 @@ def _add_data_commands(sub) -> None:
     p = cmd(sub, "eval", "pass@1, pass@k (unbiased) and maj@k on held-out prompts",
              "reasoning-rl eval --set model.name_or_path=runs/g1/final -n 8")
     add_config_args(p)
-    p.add_argument("--dataset", help="prompt/answer rows (default: the embedded held-out split)")
+    add_task_args(p, verifier=True)
+    add_split_arg(p, "test")
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (k ranges over powers of two <= n)")
     p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
@@ -394,12 +430,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--describe", action="store_true", help="list every knob, its default and help text")
     p.set_defaults(func=cmd_config)
 
-    p = cmd(sub, "sft", "supervised warm start of the embedded tiny model (cached); prints held-out accuracy",
-             "reasoning-rl sft --output runs/sft")
+    p = cmd(sub, "sft", "supervised training on the task's gold completions: the embedded tiny model's cached warm "
+                        "start, or any model on tasks.target_col; prints held-out accuracy",
+             "reasoning-rl sft --dataset gsm8k.jsonl --preset gsm8k --set model.name_or_path=MODEL --output runs/sft")
     add_config_args(p)
-    p.add_argument("--force", action="store_true", help="retrain even if a cached checkpoint exists")
-    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here")
+    add_task_args(p)
+    p.add_argument("--force", action="store_true", help="tiny: retrain even if a cached checkpoint exists")
+    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here (required for a model other "
+                                                   "than tiny)")
     p.set_defaults(func=cmd_sft)
+
+    p = cmd(sub, "task", "inspect the configured task", "reasoning-rl task check --dataset gsm8k.jsonl --preset gsm8k")
+    tsub = p.add_subparsers(dest="task_command", metavar="ACTION", required=True, parser_class=Parser)
+    q = cmd(tsub, "check", "rows per split, rows dropped and why, three prompts as the model sees them, the reward "
+                           "terms and the share of references each can parse",
+            "reasoning-rl task check --config examples/code_rl/config.yaml")
+    add_config_args(q)
+    add_task_args(q, verifier=True)
+    q.add_argument("--probe", type=NONNEG_INT, default=200, help="references per split each reward term is probed on")
+    q.add_argument("--json", action="store_true", help="print JSON instead of text")
+    q.set_defaults(func=cmd_task_check)
 
     _add_data_commands(sub)
     _add_train_commands(sub)
@@ -419,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         command = " ".join(x for x in (args.command, getattr(args, "algorithm", None),
-                                       getattr(args, "verifiers_command", None)) if x)
+                                       getattr(args, "verifiers_command", None), getattr(args, "task_command", None))
+                           if x)
         print(f"reasoning-rl {command}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 

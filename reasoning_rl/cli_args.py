@@ -30,6 +30,12 @@ def add_run_dir_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
                    help="replace the run already in output_dir (its run files only); without it such a run is refused")
 
 
+def add_split_arg(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--split", choices=["train", "test", "all"], default=default,
+                   help="the task's train split, its held-out split (tasks.test_split, or tasks.heldout_percent of a "
+                        "source without one, by hash), or all rows")
+
+
 def load_config(args):
     from . import config
     from .configs import Config
@@ -52,49 +58,59 @@ def claim_output_dir(cfg, args, command: str):
     return dataclasses.replace(cfg, output_dir=path)
 
 
-def prompt_rows(args, cfg, split: str, reference_col: str = "answer") -> list[dict]:
-    """Rows from --dataset, else the embedded tasks' `split` ("train" or "test"); the first --limit of them.
-
-    Checked before any model loads: every row has `prompt` and `reference_col`; rows whose reference is
-    null or empty are dropped (counted on stderr); no usable row at all is a UserError."""
-    from .cli_verifiers import read_rows
-    from .tiny.tasks import make_rows
-
-    source = args.dataset or f"the embedded {split} split"
-    rows = read_rows(args.dataset) if args.dataset else make_rows(cfg.tasks)[0 if split == "train" else 1]
-    rows = rows[: args.limit] if args.limit else rows
-    if not rows:
-        raise UserError(f"--dataset {source!r} has no rows")
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict):
-            raise UserError(f"--dataset {source!r}: row {i} is not an object: {str(r)[:60]!r}")
-        for col in ("prompt", reference_col):
-            if col not in r:
-                raise UserError(f"--dataset {source!r}: row {i} has no {col!r} column (columns: {sorted(r)})")
-    usable = [r for r in rows if r[reference_col] not in (None, "", [], {})]
-    if not usable:
-        raise UserError(f"--dataset {source!r}: no usable rows: all {len(rows)} have an empty {reference_col!r}")
-    if len(usable) < len(rows):
-        print(f"note: dropped {len(rows) - len(usable)} of {len(rows)} rows with an empty {reference_col!r}",
-              file=sys.stderr)
-    return usable
+def add_task_args(p: argparse.ArgumentParser, verifier: bool = False) -> None:
+    """The task options every data-reading command takes, each the same as a `tasks.*` knob."""
+    p.add_argument("--dataset", help="same as --set tasks.source=...: a JSONL/JSON/Parquet/CSV file, a datasets "
+                                     "folder or a Hub name (default: the embedded procedural tasks)")
+    p.add_argument("--preset", help="same as --set tasks.preset=... (gsm8k, math, humaneval, mbpp, apps, ...)")
+    p.add_argument("--reference-col", help="same as --set tasks.reference_col=...")
+    if verifier:
+        p.add_argument("--verifier", help="same as --set tasks.outcome=...: the outcome verifier (default: the "
+                                          "preset's or kind's: code for tasks.kind=code, else math)")
 
 
-def check_verifier(name: str) -> str:
-    import verifiers
+def add_split_arg(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--split", choices=["train", "test", "all"], default=default,
+                   help="the task's train split, its held-out split (tasks.test_split, or tasks.heldout_percent of a "
+                        "source without one, by hash), or all rows")
 
-    verifiers.get(name)  # an unknown name is a UserError listing the valid ones
-    return name
+
+def load_config(args):
+    """The config file <- --set <- the task options (--dataset, --preset, --reference-col, --verifier)."""
+    from . import config
+    from .configs import Config
+
+    cfg = config.load(Config, args.config, args.overrides)
+    task = {k: v for k, v in (("source", getattr(args, "dataset", None)), ("preset", getattr(args, "preset", None)),
+                              ("reference_col", getattr(args, "reference_col", None)),
+                              ("outcome", getattr(args, "verifier", None))) if v}
+    if task:
+        tasks = config.from_dict(type(cfg.tasks), {**config.to_dict(cfg.tasks), **task}, prefix="tasks")
+        cfg = dataclasses.replace(cfg, tasks=tasks)
+    return cfg
+
+
+def load_task(cfg, split: str | None = None, limit: int = 0, log=None):
+    """The configured task, rows read, checked and rendered with the policy's tokenizer, before any model loads;
+    with `split`, also that split's rows (the first `limit`). Dropped rows are counted on stderr."""
+    from .models import check_model_source, load_tokenizer, resolve_device
+    from .task import Task
+
+    check_model_source(cfg.model.name_or_path)
+    resolve_device(cfg.model.device)
+    task = Task.from_config(cfg.tasks)
+    task.render(load_tokenizer(cfg))
+    task.note_dropped(*([log] if log else []))
+    if split is None:
+        return task
+    rows = task.rows(split)
+    return task, (rows[:limit] if limit else rows)
 
 
 def check_model(cfg) -> None:
-    """Before anything loads: the model path exists, and the configured tasks can be built (an unknown
-    family or too few distinct prompts is a one-line ConfigError now, not after minutes of SFT)."""
-    from .models import check_model_source
-    from .tiny.tasks import make_rows
-
-    check_model_source(cfg.model.name_or_path)
-    make_rows(cfg.tasks)
+    """Before anything loads: the model path exists, and the configured task can be read and rendered (a missing
+    column, an empty split, an unknown verifier or family is one line now, not after minutes of SFT)."""
+    load_task(cfg, log=lambda *_: None)
 
 
 def ranged(kind, low: float, name: str, strict: bool = False):

@@ -11,39 +11,7 @@ import sys
 from collections import Counter, defaultdict
 
 from .errors import UserError
-
-
-def read_rows(path: str) -> list[dict]:
-    """JSONL, JSON (a list), Parquet, or a `datasets` directory saved with save_to_disk."""
-    if not os.path.exists(path):
-        raise UserError(f"input {path!r} does not exist")
-    if os.path.isdir(path):
-        from datasets import load_from_disk
-
-        return load_from_disk(path).to_list()
-    if path.endswith(".csv"):
-        import csv
-
-        with open(path, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f))
-    if path.endswith(".parquet"):
-        from datasets import Dataset
-
-        return Dataset.from_parquet(path).to_list()
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        if path.endswith(".json"):
-            data = json.load(f)
-            if not isinstance(data, list):
-                raise UserError(f"{path}: a .json input must hold a list of objects")
-            return data
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-    return rows
+from .task_sources import read_rows  # noqa: F401 - the commands' one reader (cli.py imports it from here)
 
 
 def _need(rows: list[dict], col: str, path: str) -> None:

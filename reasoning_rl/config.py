@@ -67,6 +67,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
                 errors.append(str(e))
         raise ConfigError(f"{key}: value {value!r} is not a valid {_type_name(tp)}")
     if origin is Literal:
+        if isinstance(value, bool) and {"on", "off"} <= set(get_args(tp)):
+            value = "on" if value else "off"  # YAML 1.1 reads on/off as booleans
         if value not in get_args(tp):
             raise ConfigError(f"{key}: value {value!r} is not one of {list(get_args(tp))}")
         return value
@@ -175,6 +177,8 @@ def _parse_scalar(text: str) -> Any:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str) and "#" in text and not text.lstrip().startswith(("'", '"')):
+        return text.strip()  # " #..." is a YAML comment; in `--set key=text` it is part of the text
     if isinstance(value, str):  # YAML 1.1 reads "1e-4" as a string; a user means the number
         try:
             return float(value) if re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value.strip()) else value

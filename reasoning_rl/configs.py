@@ -29,16 +29,78 @@ class TinyModelConfig:
 
 
 @dataclass(frozen=True)
+class RewardTermConfig:
+    verifier: str = knob("", "a registered verifier's name (built-in, entry-point plugin, judge, prm; "
+                             "`reasoning-rl verifiers list`)")
+    weight: float = knob(1.0, "its weight in the scalar reward (0 = logged only)")
+    options: dict = knob(default_factory=dict, help="keyword options passed to the verifier on every call")
+    reference_col: str = knob("", "the row's column this term checks against (empty = the task's reference)")
+
+
+@dataclass(frozen=True)
 class TaskConfig:
-    kind: Literal["arithmetic", "code"] = knob("arithmetic", "arithmetic (verifier `math`) | code (verifier `code`, "
-                                                             "tiny/code_tasks.py)")
-    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "task families to mix (see tiny/tasks.py; "
-                                     "for kind=code, names from tiny/code_tasks.py, or none listed = all)")
-    max_digits: int = knob(2, "largest operand length; 2 gives a tiny model room to learn and to improve", min=1, max=12)
-    num_train: int = knob(4000, "train prompts", min=1)
-    num_test: int = knob(400, "held-out prompts (never overlap train)", min=1)
-    heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out", min=1, max=90)
-    seed: int = knob(0, "generation seed")
+    """Where rows come from, how a row becomes a prompt, its reference and its reward (reasoning_rl/task.py)."""
+    source: str = knob("", "empty = the embedded procedural tasks (tasks.kind); else a JSONL / JSON / Parquet / CSV "
+                           "file, a datasets.save_to_disk folder, or a Hub dataset name (datasets.load_dataset)")
+    preset: Literal["", "gsm8k", "math", "humaneval", "mbpp", "apps", "codecontests", "verl", "trl"] = knob(
+        "", "column names, reference extractor and outcome verifier of a public format (task_presets.py); the "
+            "column knobs below override a preset's")
+    hub_config: str = knob("", "a Hub dataset's configuration name (datasets.load_dataset's second argument)")
+    train_split: str = knob("train", "the source's split to train on (a file is one split: 'train')")
+    test_split: str = knob("", "the source's held-out split; empty = hold out heldout_percent of train_split by a "
+                               "stable hash of the prompt")
+    prompt_col: str = knob("", "column of the prompt: a string or a list of chat messages (empty = the preset's, "
+                               "else 'prompt'); dots reach nested fields")
+    reference_col: str = knob("", "column of the reference answer or tests (empty = the preset's, else 'answer')")
+    reference_extract: Literal["", "none", "gsm8k", "boxed"] = knob(
+        "", "how the reference is read from its column: none (as is) | gsm8k (after '####') | boxed (the last "
+            "\\boxed{} of a solution); empty = the preset's, else none")
+    id_col: str = knob("", "column of a stable row id (empty = the preset's, else prompt_id or id where the rows "
+                           "have one, else a hash of the prompt)")
+    target_col: str = knob("", "column of a gold completion for `sft` (empty = the preset's; none = no SFT target)")
+    system_prompt: str = knob("", "system message put before the prompt when a chat template renders it")
+    instruction: str = knob("", "appended to the user prompt, e.g. 'Put the final answer in \\boxed{}.'")
+    template: str = knob("", "prompt text as a format string of the row's columns, e.g. '{question}\\nAnswer:' "
+                             "(empty = the prompt column as is)")
+    chat_template: Literal["auto", "on", "off"] = knob(
+        "auto", "render prompts with the tokenizer's chat template: auto = when it has one, on = required, off = "
+                "never (plain text)")
+    max_prompt_tokens: int = knob(0, "rows whose rendered prompt is longer are dropped and counted, never "
+                                     "truncated (0 = no limit)", min=0)
+    checked: Literal["", "completion", "prompt+completion"] = knob(
+        "", "what the outcome verifier reads: the completion, or the raw prompt + completion (a function body "
+            "completing a given signature, as HumanEval); empty = the preset's / kind's")
+    reward: tuple[RewardTermConfig, ...] = knob(
+        default_factory=tuple, help="reward terms [{verifier, weight, options, reference_col}]; empty = the "
+                                    "outcome verifier (weight 1) + the format rule at <algorithm>.format_weight")
+    outcome: str = knob("", "the verifier whose pass/fail is the outcome (curriculum, pairs, pass@k, held-out "
+                            "accuracy); empty = the preset's / kind's (math, or code for kind=code)")
+    outcome_col: str = knob("", "a column naming each row's outcome verifier (mixed math and code data, verl's "
+                                "data_source): the outcome is then `route`; empty = the preset's, none = off")
+    outcome_map: dict = knob(default_factory=dict, help="outcome_col value -> verifier name (beside the known data "
+                                                        "sources, e.g. openai/gsm8k -> math, codecontests -> code)")
+    # the embedded procedural tasks (source empty)
+    kind: Literal["arithmetic", "code"] = knob("arithmetic", "embedded tasks: arithmetic (verifier `math`) | code "
+                                                             "(verifier `code`, tiny/code_tasks.py)")
+    families: tuple[str, ...] = knob(("add", "sub", "chain", "mul"), "embedded task families to mix (see "
+                                     "tiny/tasks.py; for kind=code, names from tiny/code_tasks.py, or none listed = all)")
+    max_digits: int = knob(2, "embedded arithmetic: largest operand length; 2 gives a tiny model room to learn and "
+                              "to improve", min=1, max=12)
+    num_train: int = knob(4000, "embedded tasks: train prompts (a dataset source: all its rows)", min=1)
+    num_test: int = knob(400, "embedded tasks: held-out prompts (never overlap train)", min=1)
+    heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out: the embedded "
+                                    "tasks, and a source without test_split", min=1, max=90)
+    seed: int = knob(0, "embedded tasks: generation seed")
+
+    def __post_init__(self) -> None:
+        for i, t in enumerate(self.reward):
+            if not t.verifier:
+                raise ConfigError(f"tasks.reward[{i}].verifier: value '' is empty (name a registered verifier)")
+        names = [t.verifier for t in self.reward]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"tasks.reward: a verifier appears twice in {names}")
+        if self.reward and self.outcome and self.outcome not in names:
+            raise ConfigError(f"tasks.outcome: value {self.outcome!r} is not one of the reward terms {names}")
 
 
 @dataclass(frozen=True)
@@ -58,10 +120,27 @@ class PRMTrainConfig:
 
 
 @dataclass(frozen=True)
+class LoRAConfig:
+    r: int = knob(0, "LoRA rank for GRPO, PPO and DPO (0 = train every weight); the reference policy is then the "
+                     "base model with the adapters disabled, not a second copy (as TRL with a peft_config)", min=0)
+    alpha: int = knob(16, "LoRA scaling alpha (the update is scaled by alpha / r)", min=1)
+    dropout: float = knob(0.0, "dropout on the LoRA path", min=0.0, max=1.0)
+    target_modules: tuple[str, ...] = knob((), "module names to adapt (empty = every linear layer but the output "
+                                               "head: peft's 'all-linear')")
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name_or_path: str = knob("tiny", "'tiny' = the embedded default built in code; otherwise any HF causal LM name or path")
     tiny: TinyModelConfig = knob(default_factory=TinyModelConfig, help="shape of the embedded tiny model")
     sft_warm_start: bool = knob(True, "for 'tiny': start from the cached SFT checkpoint (built on first use)")
+    device: str = knob("auto", "where the policy runs: auto (cuda when present, else cpu) | cpu | cuda | cuda:N")
+    dtype: Literal["float32", "bfloat16"] = knob("float32", "the weights' dtype (bfloat16 halves memory on a GPU)")
+    gradient_checkpointing: bool = knob(False, "recompute activations in the backward pass (less memory, slower); "
+                                               "TRL gradient_checkpointing")
+    trust_remote_code: bool = knob(False, "let transformers run a model repository's own Python code (off unless "
+                                          "you trust it)")
+    lora: LoRAConfig = knob(default_factory=LoRAConfig, help="optional LoRA adapters (peft)")
 
 
 @dataclass(frozen=True)
@@ -234,7 +313,7 @@ class Config:
                                "is refused unless --resume or --overwrite")
     num_threads: int = knob(1, "torch intra-op threads (1 is fastest on a busy 2-core machine)", min=1)
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
-    tasks: TaskConfig = knob(default_factory=TaskConfig, help="the procedural tasks")
+    tasks: TaskConfig = knob(default_factory=TaskConfig, help="the task: data source, prompts, reference, reward")
     generation: GenerationConfig = knob(default_factory=GenerationConfig, help="sampling, for every command")
     eval: EvalConfig = knob(default_factory=EvalConfig, help="held-out evaluation, for every command")
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")

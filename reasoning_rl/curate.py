@@ -3,8 +3,8 @@ with pass-rate columns (`attempts`, `passes`, `pass_rate`, `mixed`), so users ca
 dataset before training (keep `mixed`, or a pass-rate band). Optionally records the groups in
 a curriculum ledger so training starts with them.
 
-The outcome is the binary verdict of one verifier (default `math`) against the reference
-column; masked verdicts are not attempts and never make a prompt mixed.
+The outcome is the binary verdict of the task's outcome verifier against the row's reference
+(reasoning_rl/task.py); masked verdicts are not attempts and never make a prompt mixed.
 """
 from __future__ import annotations
 
@@ -12,56 +12,45 @@ import json
 import os
 from typing import Sequence
 
-import verifiers
 from curricula import Ledger
 
 from .rollout import HFEngine, PromptRow, SamplingConfig
+from .task import Task
 from .types import Group
 
 
-def checked_text(verifier: str, prompt: str, completion: str) -> str:
-    """What a verifier checks: a `code` completion is a function body, so the program is the prompt (the
-    signature) + it; any other verifier reads the completion alone."""
-    return prompt + completion if verifier == "code" else completion
-
-
-def sample_verified(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig,
-                    verifier: str = "math", reference_col: str = "answer", batch_prompts: int = 64,
-                    log=print) -> list:
-    """G samples per row from the model, each carrying its `verifier` verdict against the reference column."""
-
-
-    for i, r in enumerate(rows):
-        if reference_col not in r:
-            raise ValueError(f"dataset row {i} has no {reference_col!r} column (columns: {sorted(r)})")
+def sample_verified(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling: SamplingConfig,
+                    batch_prompts: int = 64, log=print, pool=None) -> list:
+    """G samples per row from the model, each carrying its verdict from the task's outcome verifier (checked as
+    the task says: a code body with its prompt), as training and evaluation check it."""
     engine = HFEngine(model, tokenizer)
+    reward = task.outcome_reward()
     out = []
     for start in range(0, len(rows), batch_prompts):
         chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
         groups = engine.generate(chunk, n, sampling)
         flat = [(g, s) for g in groups for s in g.samples]
-        texts = [checked_text(verifier, g.prompt, s.text) for g, s in flat]
-        budget = {} if verifier == "code" else {"timeout": 10.0}  # code: the verifier's own budget per test run
-        verdicts = verifiers.verify_batch(verifier, texts, [g.task[reference_col] for g, _ in flat], **budget)
-        it = iter(verdicts)
+        verdicts = iter(task.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
+                                    pool=pool))
         for g in groups:
-            out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts({verifier: next(it)}) for s in g.samples]))
+            out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples]))
         log(f"sampled and verified {len(out)}/{len(rows)} prompts")
     return out
 
 
-def curate(model, tokenizer, rows: Sequence[dict], n: int, sampling: SamplingConfig, verifier: str = "math",
-           reference_col: str = "answer", ledger_path: str | None = None, batch_prompts: int = 64,
-           log=print) -> list[dict]:
-
-    groups = sample_verified(model, tokenizer, rows, n, sampling, verifier, reference_col, batch_prompts, log)
+def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling: SamplingConfig,
+           ledger_path: str | None = None, batch_prompts: int = 64, log=print) -> list[dict]:
+    """The rows with pass-rate columns from G verified samples each (masked samples are not attempts)."""
+    groups = sample_verified(model, tokenizer, task, rows, n, sampling, batch_prompts, log)
+    verifier = task.outcome
     if ledger_path:
         with Ledger(ledger_path) as ledger:
             ledger.update(groups, verifier, step=0)
     out = []
     for row, g in zip(rows, groups):
         scored = [o for o in g.outcomes(verifier) if o is not None]
-        out.append(dict(row, attempts=len(scored), passes=sum(scored),
+        base = dict(row["columns"], prompt_id=row["prompt_id"]) if "columns" in row else dict(row)  # the user's own
+        out.append(dict(base, attempts=len(scored), passes=sum(scored),
                         pass_rate=(sum(scored) / len(scored)) if scored else None,
                         mixed=g.is_mixed(verifier), masked=len(g.samples) - len(scored)))
     return out

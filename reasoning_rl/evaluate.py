@@ -1,21 +1,9 @@
-"""Held-out accuracy of a policy on prompt/answer rows, by greedy decoding.
+"""Evaluation helpers: greedy completions, unbiased pass@k, maj@k over verified groups.
 
-`greedy_accuracy` is what `reasoning-rl sft` prints. The answer check here is integer
-equality of the completion's last number with the gold answer: the procedural tasks
-have integer answers. (`reasoning-rl eval` with pass@k / maj@k and any verifier builds
-on the rollout engines.)
+Correctness is never decided here: held-out accuracy is `Task.evaluate` (reasoning_rl/task.py), which
+scores greedy completions with the task's outcome verifier, the same check the reward makes.
 """
 from __future__ import annotations
-
-import re
-
-_INT = re.compile(r"-?\d+")
-
-
-def last_int(text: str) -> str | None:
-    found = _INT.findall(text)
-    return found[-1] if found else None
-
 
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
@@ -35,34 +23,6 @@ def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 
     finally:
         model.train(was_training)
     return out
-
-
-def greedy_accuracy(model, tokenizer, rows: list[dict], max_new_tokens: int = 32) -> float:
-    if not rows:
-        raise ValueError("greedy_accuracy: no rows to evaluate")
-    completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
-    hits = sum(last_int(c) == str(r["answer"]).strip() for c, r in zip(completions, rows))
-    return hits / len(rows)
-
-
-def greedy_pass_rate(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 64) -> float:
-    """Share of rows whose greedy program (prompt + completion) passes all its hidden tests (`code` verifier).
-    Masked verdicts (a sandbox failure) count as not passed and are reported by the pool's metrics."""
-    import verifiers
-
-    if not rows:
-        raise ValueError("greedy_pass_rate: no rows to evaluate")
-    completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
-    pool = pool or verifiers.default_pool()
-    verdicts = pool.verify_batch("code", [r["prompt"] + c for r, c in zip(rows, completions)], [r["tests"] for r in rows])
-    return sum(v.status.value == "correct" for v in verdicts) / len(rows)
-
-
-def task_accuracy(model, tokenizer, rows: list[dict], pool=None, max_new_tokens: int = 32) -> float:
-    """Greedy held-out score for either task kind: pass rate for code rows, answer accuracy otherwise."""
-    if rows and "tests" in rows[0]:
-        return greedy_pass_rate(model, tokenizer, rows, pool, max_new_tokens)
-    return greedy_accuracy(model, tokenizer, rows, max_new_tokens)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -90,12 +50,11 @@ def majority_correct(answers: list[str | None], passed: list[bool | None]) -> bo
     return any(p for a, p in zip(answers, passed) if a == winner)
 
 
-def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...]) -> dict[str, float]:
+def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambda text: text.strip()) -> dict[str, float]:
     """pass@1, pass@k (unbiased) and maj@k over verified groups; masked samples are left out.
-    maj@k votes on the extracted final answer (math) or on the program text itself (code)."""
-    from verifiers.math_extract import extract_answer
-
-    answer = (lambda s: s.text.strip()) if outcome == "code" else (lambda s: extract_answer(s.text)[0])  # noqa: E731
+    maj@k votes on `answer_key(text)` (the task's: a math verifier's extracted answer, else the text itself)."""
+    def answer(s):
+        return answer_key(s.text)
 
     out: dict[str, list[float]] = {}
     for g in groups:

@@ -100,13 +100,18 @@ class TokenBatch:
     def __getitem__(self, idx) -> "TokenBatch":
         return TokenBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
 
+    def to(self, device) -> "TokenBatch":
+        return TokenBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
+
 
 def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], logp_old: list[list[float]],
-                 pad_id: int) -> TokenBatch:
-    """Token-id lists (and the sampling log-probs of the completions) -> a padded TokenBatch."""
+                 pad_id: int, device=None) -> TokenBatch:
+    """Token-id lists (and the sampling log-probs of the completions) -> a padded TokenBatch (on `device`: the
+    model's, so that a GPU run never mixes devices)."""
     p_ids, p_mask = pad_prompts(prompt_ids, pad_id)
     c_ids, c_mask = pad_completions(completion_ids, pad_id)
-    return TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)))
+    b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)))
+    return b if device is None else b.to(device)
 
 
 def trim_padding(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,

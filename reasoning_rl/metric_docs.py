@@ -26,6 +26,8 @@ METRICS: tuple[Metric, ...] = (
     # rewards and verification
     Metric("reward/mean", "reward", BOTH, "mean combined reward over this round's scored samples"),
     Metric("reward/std", "reward", BOTH, "standard deviation of that reward"),
+    Metric("reward/term/<verifier>", "score", BOTH, "mean score of one reward term (tasks.reward) over the samples it "
+                                                    "scored this round, whatever its weight"),
     Metric("verify/masked", "samples", BOTH,
            "samples whose outcome verdict was masked (TIMEOUT, ERROR, ABSTAIN): left out of the update, never 0"),
     Metric("train/samples", "samples", BOTH, "samples that entered the update this round"),
@@ -88,8 +90,9 @@ DOCUMENTED = frozenset(m.name for m in METRICS)
 
 
 def undocumented(keys) -> list[str]:
-    """The keys of a metrics line that `METRICS` does not list."""
-    return sorted(set(keys) - DOCUMENTED)
+    """The keys of a metrics line that `METRICS` does not list (a name with `<...>` covers every key it prefixes)."""
+    prefixes = tuple(m.name.split("<")[0] for m in METRICS if "<" in m.name)
+    return sorted(k for k in set(keys) - DOCUMENTED if not k.startswith(prefixes))
 
 
 def render_markdown() -> str:

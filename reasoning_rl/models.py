@@ -10,6 +10,7 @@ from .configs import Config
 from .errors import UserError
 from .sft import build_sft_checkpoint
 from .tiny.model import build_tiny  # noqa: F401 - re-exported: models.build_tiny is the public name
+from .tiny.tokenizer import build_char_tokenizer
 
 _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
 
@@ -48,24 +49,64 @@ def check_model_source(name: str) -> None:
                         f"did not answer for it ({type(e).__name__}); download it first or give a local path") from e
 
 
+def resolve_device(spec: str) -> str:
+    """model.device: "auto" is cuda when a GPU is visible, else cpu; anything else as given (checked)."""
+    import torch
+
+    if spec == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"model.device: value {spec!r} but no CUDA device is visible (use auto or cpu)")
+    if not (spec == "cpu" or spec == "cuda" or spec.startswith("cuda:") and spec[5:].isdigit() or spec == "mps"):
+        raise UserError(f"model.device: value {spec!r} is not auto, cpu, cuda or cuda:N")
+    return spec
+
+
 def load_policy(cfg: Config, log=print):
-    """(model, tokenizer) as the config asks, in eval mode."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """(model, tokenizer) as the config asks, in eval mode, on model.device in model.dtype."""
+    import torch
+    from transformers import AutoModelForCausalLM
 
-    name = cfg.model.name_or_path
+    m = cfg.model
+    name = m.name_or_path
     check_model_source(name)
+    device = resolve_device(m.device)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[m.dtype]
     if name == "tiny":
-        if not cfg.model.sft_warm_start:
+        if not m.sft_warm_start:
             model, tok = build_tiny(cfg)
-            return model.eval(), tok
-
+            return _place(model, device, dtype, m.gradient_checkpointing), tok
         name = build_sft_checkpoint(cfg, log=log)
-    tok = AutoTokenizer.from_pretrained(name)
+    tok = load_tokenizer(cfg, name)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
+    if tok.pad_token_id is not None and model.config.pad_token_id is None:
+        model.config.pad_token_id = tok.pad_token_id
+    return _place(model, device, dtype, m.gradient_checkpointing), tok
+
+
+def load_tokenizer(cfg: Config, name: str | None = None):
+    """The policy's tokenizer (left padding; EOS as pad when it has none); cheap, so `task check` and the input
+    checks render prompts with it before any model loads."""
+    from transformers import AutoTokenizer
+
+    name = name or cfg.model.name_or_path
+    if name == "tiny":
+        return build_char_tokenizer()
+    tok = AutoTokenizer.from_pretrained(name, trust_remote_code=cfg.model.trust_remote_code)
     if tok.pad_token is None:
+        if tok.eos_token is None:
+            raise UserError(f"model.name_or_path: the tokenizer of {name!r} has neither a pad nor an EOS token")
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(name)
-    return model.eval(), tok
+    return tok
+
+
+def _place(model, device: str, dtype, gradient_checkpointing: bool):
+    model = model.to(device=device, dtype=dtype)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    return model.eval()
 
 
 def autocast(enabled: bool, model=None):

@@ -31,10 +31,15 @@ def cache_root() -> str:
     return os.environ.get("REASONING_RL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "reasoning-rl")
 
 
+# the tasks knobs that decide the embedded rows the warm start trains on (the others: prompts, sources, rewards)
+EMBEDDED_TASK_KNOBS = ("kind", "families", "max_digits", "num_train", "num_test", "heldout_percent", "seed")
+
+
 def sft_cache_dir(cfg: Config) -> str:
     shaping = {k: v for k, v in asdict(cfg.sft).items() if k != "log_every"}  # what the weights depend on
+    tasks = {k: v for k, v in asdict(cfg.tasks).items() if k in EMBEDDED_TASK_KNOBS}  # the data it trains on
     key = json.dumps({"v": SFT_RECIPE_VERSION, "seed": cfg.seed, "tiny": asdict(cfg.model.tiny),
-                      "tasks": asdict(cfg.tasks), "sft": shaping}, sort_keys=True)
+                      "tasks": tasks, "sft": shaping}, sort_keys=True)
     return os.path.join(cache_root(), "sft-" + hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
@@ -71,8 +76,9 @@ def encode_pairs(tokenizer, prompts: list[str], completions: list[str]):
 def sft_loss(model, ids, attn, resp):
     """Mean next-token cross-entropy over response tokens. Shapes: ids/attn/resp (B, T)."""
 
+    ids, attn, resp = ids.to(model.device), attn.to(model.device), resp.to(model.device)
     logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]  # (B, T-1, V)
-    return masked_nll(logits, ids[:, 1:], resp[:, 1:].float())  # next token of each response position
+    return masked_nll(logits.float(), ids[:, 1:], resp[:, 1:].float())  # next token of each response position
 
 
 def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str:
@@ -107,7 +113,8 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     torch.set_num_threads(cfg.num_threads)  # the cached checkpoint must not depend on which command built it
     seed_everything(cfg.seed)
     s = cfg.sft
-    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98))
+    params = [p for p in model.parameters() if p.requires_grad]  # with LoRA: the adapters alone
+    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98))
 
     def lr_at(step: int) -> float:
         if step < s.warmup_steps:

@@ -29,10 +29,12 @@ def test_code_tasks_split_and_gold_solutions_pass():
 
 @pytest.mark.timeout(300)
 def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
+    from reasoning_rl.task import Task
     from reasoning_rl.trainers.rounds import attach
 
     cfg = config.load(Config, overrides=CODE)
-    train, _ = make_rows(cfg.tasks)
+    task = Task.from_config(cfg.tasks)  # the trainer's rows: the program is the raw prompt + the body
+    train = task.train
     row = next(r for r in train if r["tests"]["kind"] == "call")
     stdio = next(r for r in train if r["tests"]["kind"] == "stdio")
     hacks = ["    import sys; sys.exit(0)\n", "    import os; os._exit(0)\n", "    raise SystemExit(0)\n",
@@ -48,7 +50,7 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
     pool = verifiers.VerifierPool(num_workers=2)
     try:
         groups = attach([group(row, hacks + [row["answer"]]), group(stdio, stdio_hacks + [stdio["answer"]])],
-                        reward, pool)
+                        task, reward, pool)
     finally:
         pool.close()
     from reasoning_rl.pairs import build_pairs

@@ -88,26 +88,25 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
     from reasoning_rl import config
     from reasoning_rl.configs import Config
     from reasoning_rl.curate import sample_verified
-    from reasoning_rl.evaluate import greedy_accuracy
     from reasoning_rl.models import load_policy
     from reasoning_rl.rollout import SamplingConfig
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.task import Task
     from reasoning_rl.trainers.dpo import train_dpo_ours, train_dpo_trl
 
     cfg = config.load(Config, overrides=["dpo.lr=5e-5", "dpo.batch_size=32"])
     model, tok = load_policy(cfg)
-    train_rows, test_rows = make_rows(cfg.tasks)
-    heldout = test_rows[:200]
-    groups = sample_verified(model, tok, train_rows[:600], 8,
+    task = Task.from_config(cfg.tasks)
+    heldout = task.test[:200]
+    groups = sample_verified(model, tok, task, task.train[:600], 8,
                              SamplingConfig(temperature=1.0, max_tokens=cfg.generation.max_tokens, seed=0),
                              log=lambda *_: None)
     pairs, _ = build_pairs(groups, "math")
     rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
     assert len(rows) > 1000
-    before = greedy_accuracy(model, tok, heldout)
+    before = task.evaluate(model, tok, heldout)
     ours_model = load_policy(cfg)[0]
     ours = train_dpo_ours(cfg, ours_model, tok, rows, log=lambda *_: None)
-    after = greedy_accuracy(ours_model.eval(), tok, heldout)
+    after = task.evaluate(ours_model.eval(), tok, heldout)
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

@@ -48,6 +48,10 @@ class MathVerifier(Verifier):
                         description="final answer equivalent to the reference (numbers, expressions, equations, "
                                     "sets, intervals, matrices, choices)")
 
+    def answer_key(self, completion: str) -> str | None:
+        """The final answer maj@k votes on (None when there is none)."""
+        return extract_answer(completion)[0]
+
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
         if reference is None:
             return Verdict.masked_as(Status.ABSTAIN, "no reference answer")

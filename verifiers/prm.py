@@ -134,3 +134,15 @@ class PRMVerifier(Verifier):
         if options:
             raise ValueError(f"prm: unknown option {next(iter(options))!r}")
         return [self._verdict(s) for s in self.step_scores(prompts, completions)]
+
+
+def prm_term(path: str):
+    """The PRM at `path` registered as `prm`, as a weight-0 reward term (its step scores feed process advantages
+    and the logs, never the scalar reward). A PRM registered by an earlier run in this process is replaced."""
+    from .registry import REGISTRY, distribution, names, register
+    from .reward import Term
+
+    if "prm" in names() and distribution("prm") == "user":
+        REGISTRY.remove("prm")
+    register(PRMVerifier(PRMConfig(model=path), name="prm"))
+    return Term("prm", 0.0)

@@ -43,9 +43,10 @@ def _builtins() -> list[Verifier]:
     from .format import Boxed, Repetition, SoftLength, ThinkAnswer
     from .math_verifier import MathVerifier
     from .math_verify_verifier import MathVerifyVerifier
+    from .route import Route
 
     return [ExactMatch(), MathVerifier(), MathVerifyVerifier(), CodeVerifier(), JudgeVerifier(), ThinkAnswer(), Boxed(),
-            SoftLength(), Repetition()]
+            SoftLength(), Repetition(), Route(get)]
 
 
 def _instantiate(obj):

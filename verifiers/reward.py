@@ -53,18 +53,24 @@ class Reward:
         return cls((Term(name, 1.0, options),), name)
 
     def verify(self, completions: Sequence[str], references: Sequence[Any], prompts: Sequence[str] | None = None,
-               pool: VerifierPool | None = None) -> list[dict[str, Verdict]]:
-        """Every term's verdict for every completion (one concurrent batch)."""
+               pool: VerifierPool | None = None,
+               term_references: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Verdict]]:
+        """Every term's verdict for every completion (one concurrent batch). `term_references` gives a term its own
+        references (another column of the rows); the others check against `references`."""
         pool = pool or default_pool()
         if len(completions) != len(references):
             raise ValueError(f"reward: {len(completions)} completions but {len(references)} references")
+        own = dict(term_references or {})
+        for name, refs in own.items():
+            if len(refs) != len(completions):
+                raise ValueError(f"reward: {len(completions)} completions but {len(refs)} references for {name!r}")
         calls = []
         for i, (c, r) in enumerate(zip(completions, references)):
             for t in self.terms:
                 opts = dict(t.options)
                 if prompts is not None and "prompt" not in opts and _wants_prompt(t.verifier):
                     opts["prompt"] = prompts[i]
-                calls.append(Call(t.verifier, c, r, opts))
+                calls.append(Call(t.verifier, c, own[t.verifier][i] if t.verifier in own else r, opts))
         flat = pool.run(calls)
         k = len(self.terms)
         return [{t.verifier: flat[i * k + j] for j, t in enumerate(self.terms)} for i in range(len(completions))]

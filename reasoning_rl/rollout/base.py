@@ -42,7 +42,8 @@ class PromptRow:
         if "prompt" not in row:
             raise ValueError(f"dataset row {index} has no 'prompt' column (columns: {sorted(row)})")
         pid = str(row.get("prompt_id", row.get("id", index)))
-        return cls(pid, row["prompt"], {k: v for k, v in row.items() if k not in ("prompt", "prompt_id")})
+        # a task row's `columns` (the source row as read) stay with the row, not with every sample of it
+        return cls(pid, row["prompt"], {k: v for k, v in row.items() if k not in ("prompt", "prompt_id", "columns")})
 
 
 class RolloutEngine(Protocol):
@@ -85,8 +86,10 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
         chunk = pairs[i:i + batch_size]
         p_ids, p_mask = pad_prompts([tokenizer(p)["input_ids"] for p, _ in chunk], tokenizer.pad_token_id)
         c_ids, c_mask = pad_completions([list(s.token_ids) for _, s in chunk], tokenizer.pad_token_id)
+        dev = model.device
         with torch.no_grad():
-            lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=temperature or 1.0)
+            lp = token_logprobs(model, p_ids.to(dev), p_mask.to(dev), c_ids.to(dev), c_mask.to(dev),
+                                temperature=temperature or 1.0).cpu()
         for row, (_, s) in enumerate(chunk):
             d = (lp[row, :len(s.token_ids)] - torch.tensor(s.logprobs, dtype=lp.dtype)).abs()
             total += d.sum().item()

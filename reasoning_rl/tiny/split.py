@@ -10,11 +10,11 @@ import random
 from typing import Callable
 
 from ..config import ConfigError
+from ..task_sources import stable_hash
 
 
 def _is_heldout(prompt: str, percent: int) -> bool:
-    h = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
-    return h % 100 < percent
+    return stable_hash(prompt) % 100 < percent
 
 
 def split_rows(draw: Callable[[random.Random], tuple[str, str, dict]], cfg, what: str) -> tuple[list[dict], list[dict]]:

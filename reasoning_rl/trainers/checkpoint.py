@@ -15,6 +15,8 @@ import os
 import shutil
 import sqlite3
 
+from .. import lora
+
 NAME = "checkpoint"
 
 
@@ -92,8 +94,6 @@ def exists(output_dir: str) -> bool:
 
 
 def save_final(output_dir: str, model, tok) -> str:
-    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read)."""
-    final = os.path.join(output_dir, "final")
-    model.save_pretrained(final)
-    tok.save_pretrained(final)
-    return final
+    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read); LoRA
+    adapters also alone in final/adapter (lora.save_final)."""
+    return lora.save_final(output_dir, model, tok)

@@ -90,7 +90,7 @@ def zero_loss(module, bos_id: int, critic: bool = False) -> None:
     """Backpropagate a zero loss through `module` (a rank with no rows this minibatch): DDP's all-reduce still
     meets the other ranks', and adds nothing to their gradients. critic: `module` takes (prompt ids, mask,
     completion ids, mask) and returns values."""
-    one = torch.tensor([[bos_id]])
+    one = torch.tensor([[bos_id]], device=next(module.parameters()).device)
     out = module(one, torch.ones_like(one), one, torch.ones_like(one)) if critic else module(input_ids=one).logits
     (out.sum() * 0.0).backward()
 

@@ -12,13 +12,13 @@ launcher on its own. Not here: IPO/other loss variants in the loop (the loss fun
 """
 from __future__ import annotations
 
-import copy
 import os
 import random
 from typing import Sequence
 
 from ..configs import Config
 from ..logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from ..lora import is_lora, reference_of
 from ..losses import dpo_sigmoid, rpo_nll
 from .distributed import Ranks
 
@@ -67,10 +67,8 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
     log = ranks.logger(log)
     if d.batch_size < ranks.world:
         raise ValueError(f"dpo.batch_size ({d.batch_size}) must be at least the number of processes ({ranks.world})")
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    opt = torch.optim.AdamW(model.parameters(), lr=d.lr, weight_decay=0.0)
+    ref = reference_of(model)  # with LoRA: the base model, adapters disabled
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=d.lr, weight_decay=0.0)
     policy_t = ranks.wrap(model)  # DDP under a launcher
     rng = random.Random(cfg.seed)  # the same order on every rank
     rows = list(rows)
@@ -107,7 +105,7 @@ def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str
     from trl import DPOConfig, DPOTrainer
 
     d = cfg.dpo
-    ref = copy.deepcopy(model).eval()
+    ref = None if is_lora(model) else reference_of(model)  # TRL disables a peft model's adapters itself
     ds = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["chosen"], "rejected": r["rejected"]} for r in rows])
     world = int(os.environ.get("WORLD_SIZE", "1"))  # under a launcher: the same pairs per optimiser step
     args = DPOConfig(output_dir=output_dir, per_device_train_batch_size=max(1, d.batch_size // world), learning_rate=d.lr,
@@ -119,4 +117,4 @@ def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str
     trainer = DPOTrainer(model=model, ref_model=ref, args=args, train_dataset=ds, processing_class=tok)
     trainer.train()
     model.eval()
-    return margins(model, ref, tok, rows, d.beta)
+    return margins(model, ref or reference_of(model), tok, rows, d.beta)

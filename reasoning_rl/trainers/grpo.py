@@ -31,7 +31,7 @@ class GRPO:
         return [], {}  # no further model: the group is the baseline
 
     def make_batch(self, run: loop.Run, groups: list[Group], m: dict) -> GRPOBatch | None:
-        return make_batch(groups, run.rounds.reward, run.tok, run.rl) if groups else None
+        return make_batch(groups, run.rounds.reward, run.tok, run.rl, run.model.device) if groups else None
 
     def minibatch(self, run: loop.Run, batch: GRPOBatch, idx) -> dict[str, float]:
         return update_minibatch(run.policy, run.ref, run.ranks, run.rl, run.cfg.generation, batch, idx)

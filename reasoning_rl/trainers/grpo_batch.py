@@ -32,7 +32,7 @@ class GRPOBatch:
         return len(self.tokens)
 
 
-def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig) -> GRPOBatch | None:
+def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None) -> GRPOBatch | None:
     """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable."""
     scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
@@ -53,12 +53,13 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig) -> GRPOBatch 
             rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
     if not rows:
         return None
-    tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id)
+    tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id,
+                          device=device)
     if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
         A_out = pad_values([r[3] for r in rows], tuple(tokens.c_ids.shape))
     else:
         A_out = torch.tensor([r[3] for r in rows])
-    return GRPOBatch(tokens, A_out, groups)
+    return GRPOBatch(tokens, A_out.to(tokens.c_ids.device), groups)
 
 
 def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:

@@ -40,16 +40,17 @@ from curricula import Ledger, make_sampler
 
 from ..archive import write_groups
 from ..configs import Config, RLConfig
-from ..evaluate import task_accuracy
-from ..models import load_policy
+from ..lora import maybe_lora, reference_of
+from ..models import load_policy, load_tokenizer
 from ..rollout import SamplingConfig, logprob_mismatch
 from ..run_dir import new_run_dir
 from ..sft import seed_everything
-from ..tiny.tasks import make_rows
+from ..task import Task
+from ..task_check import require_parseable
 from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .metrics import MetricsWriter
-from .rounds import Rounds, SandboxTally, make_engine, make_reward, round_metrics
+from .rounds import Rounds, SandboxTally, make_engine, round_metrics
 
 
 @dataclass
@@ -86,6 +87,7 @@ class Run:
     ranks: Ranks
     log: Callable[[str], None]
     tok: Any
+    task: Task  # rows, prompts, reward and held-out scoring
     ref: Any  # the frozen reference policy, or None when beta = 0
     nets: list[Net]  # the policy first, then any further trained model (PPO: the critic)
     rounds: Rounds
@@ -116,9 +118,14 @@ class Run:
     def logs(self) -> tuple[str, str]:
         return self.path("metrics.jsonl"), self.path("archive.jsonl")
 
+    def evaluate(self) -> float:
+        """Held-out greedy accuracy through the task's outcome verifier (the reward's own check)."""
+        return self.task.evaluate(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens)
+
 
 def adamw(module, lr: float, warmup_steps: int):
-    opt = torch.optim.AdamW(module.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
+    params = [p for p in module.parameters() if p.requires_grad]  # with LoRA: the adapters alone
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
 
 
@@ -132,17 +139,24 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     prompts_here = ranks.share(rl.prompts_per_step, f"{algo.name}.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
-    os.makedirs(cfg.output_dir, exist_ok=True)
-    model, tok = ranks.main_first(load_policy, cfg, log=log)
-    ref = copy.deepcopy(model).eval() if rl.beta > 0 else None
-    train_rows, test_rows = make_rows(cfg.tasks)
-    by_id = {r["prompt_id"]: r for r in (train_rows[:rl.train_prompts] if rl.train_prompts else train_rows)}
-    reward = make_reward(cfg, rl)
+    task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
+    reward = task.reward(rl)
     pool = verifiers.VerifierPool(num_workers=rl.verifier_workers, backend=rl.verifier_backend,
                                   ray_address=os.environ.get("RAY_ADDRESS"))
+    task.render(load_tokenizer(cfg))  # prompts as the model sees them: over-long rows are dropped before loading
+    require_parseable(task, pool)
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    model, tok = ranks.main_first(load_policy, cfg, log=log)
+    model = maybe_lora(model, cfg)  # with adapters, only they train and the reference is the base (no copy)
+    if ranks.main:
+        task.note_dropped(log)
+    ref = reference_of(model) if rl.beta > 0 else None
+    train_rows = task.train[:rl.train_prompts] if rl.train_prompts else task.train
+    by_id = {r["prompt_id"]: r for r in train_rows}
     gen = cfg.generation
     sampling = SamplingConfig(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
-    rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), reward, pool, by_id, random.Random(cfg.seed + 7919))
+    rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), task, reward, pool, by_id,
+                    random.Random(cfg.seed + 7919))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
     if resume:
         checkpoint.restore_ledger(cfg.output_dir, ledger_path)
@@ -156,8 +170,8 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     rngs = {"sampler": sampler.rng, "shuffle": rng}
     if rl.control:
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
-    run = Run(cfg, rl, ranks, log, tok, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
-              test_rows[:cfg.eval.size], prompts_here)
+    run = Run(cfg, rl, ranks, log, tok, task, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
+              task.rows("test")[:cfg.eval.size], prompts_here)
     extra_nets, run.states = algo.setup(run)
     run.nets.extend(extra_nets)
     return run
@@ -173,7 +187,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
         run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
     elif run.ranks.main:
         open(run.logs[1], "w").close()
-        acc = task_accuracy(run.model, run.tok, run.evals, run.pool, run.cfg.generation.max_tokens)
+        acc = run.evaluate()
         run.log(f"step 0: held-out accuracy {acc:.3f} ({len(run.evals)} prompts, greedy)")
     run.ranks.barrier()
     run.writer = MetricsWriter(run.cfg.output_dir, run.rl.steps, append=resume, description=algo.name) \
@@ -260,8 +274,7 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
         with open(run.logs[1], "a", encoding="utf-8") as af:
             write_groups(af, generated, step)
     m = {"step": step, **round_metrics(generated, rounds.reward), **refill.metrics()}
-    if rounds.reward.outcome == "code":  # what the sandbox did this step (runs that hit a limit were killed whole)
-        m.update(tally.metrics(generated))
+    m.update(tally.metrics(generated))  # what the sandbox did this step, if a verifier ran one
     m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
         / max(1e-9, rounds.timing["rollout"])  # generated by this rank, over its generation time
     t0 = time.perf_counter()
@@ -301,7 +314,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         for step in range(_start(run, algo, resume), rl.steps + 1):
             m = _round(run, algo, step, tally)
             if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
-                m["eval/accuracy"] = task_accuracy(run.model, run.tok, run.evals, run.pool, cfg.generation.max_tokens)
+                m["eval/accuracy"] = run.evaluate()
             run.history.append(m)
             run.writer.write(m)
             if on_step:

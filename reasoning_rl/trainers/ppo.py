@@ -25,6 +25,7 @@ import torch
 from ..advantages import gae, whiten
 from ..configs import Config
 from ..logprobs import TokenBatch, pad_rollouts, token_logprobs
+from ..lora import body_of
 from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
 from ..models import autocast
 from ..types import Group
@@ -38,8 +39,9 @@ class Critic(torch.nn.Module):
 
     def __init__(self, policy) -> None:
         super().__init__()
-        self.body = copy.deepcopy(policy.model)  # (B, T, H) hidden states
-        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        self.body = copy.deepcopy(body_of(policy))  # (B, T, H) hidden states (with LoRA: the adapted body)
+        w = next(policy.parameters())  # the head lives where the body does, in its dtype
+        self.head = torch.nn.Linear(policy.config.hidden_size, 1, device=w.device, dtype=w.dtype)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
@@ -102,10 +104,12 @@ class PPO:
         batch = None
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
-                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id)
+                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=run.model.device)
             B, T = b.c_ids.shape
-            R = torch.zeros(B, T)
-            R[torch.arange(B), b.c_mask.sum(1).long() - 1] = torch.tensor([r for _, _, r in kept])  # last token
+            dev = b.c_ids.device
+            R = torch.zeros(B, T, device=dev)
+            R[torch.arange(B, device=dev), b.c_mask.sum(1).long() - 1] = torch.tensor([r for _, _, r in kept],
+                                                                                      device=dev)  # last token
             with torch.no_grad(), autocast(p.bf16, run.model):
                 values_old = self.critic(b.p_ids, b.p_mask, b.c_ids, b.c_mask).float()  # (B, T)
                 lref = token_logprobs(run.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask, temperature=temperature) \

@@ -1,7 +1,6 @@
 """One round's rollouts: prompts -> sampled groups -> verified groups -> the batch an update trains on.
 
     make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | vllm | openai)
-    make_reward(cfg, rl)               the outcome verifier of the task kind, its format rule, a PRM if set
     Rounds.fill(sampler, n)            DAPO dynamic sampling: generate, verify, keep mixed groups, refill
     round_metrics(groups, ...)         reward, masking, group mix, lengths and sandbox use of a round
 
@@ -20,32 +19,11 @@ import weakref
 
 import verifiers
 from curricula import apply_filters, fill_batch, group_stats
-from verifiers.prm import PRMConfig, PRMVerifier
-from verifiers.registry import REGISTRY, distribution
 
-from ..configs import Config, GRPOConfig, RLConfig
-from ..curate import checked_text
+from ..configs import Config, RLConfig
 from ..rollout import HFEngine, SamplingConfig
+from ..task import Task
 from ..types import Group
-
-
-def outcome_verifier(cfg: Config) -> str:
-    """The verifier whose pass/fail is the task's outcome."""
-    return "code" if cfg.tasks.kind == "code" else "math"
-
-
-def make_reward(cfg: Config, rl: RLConfig) -> verifiers.Reward:
-    """Outcome (weight 1) + the task kind's format rule (`rl.format_weight`) + a PRM's step scores (weight 0: for
-    process advantages and the logs, never in the scalar reward)."""
-    outcome = outcome_verifier(cfg)
-    fmt = "repetition" if outcome == "code" else "think_answer"
-    terms = [verifiers.Term(outcome, 1.0), verifiers.Term(fmt, rl.format_weight)]
-    if isinstance(rl, GRPOConfig) and rl.prm_model:
-        if "prm" in verifiers.names() and distribution("prm") == "user":
-            REGISTRY.remove("prm")  # an earlier run's PRM in this process
-        verifiers.register(PRMVerifier(PRMConfig(model=rl.prm_model), name="prm"))
-        terms.append(verifiers.Term("prm", 0.0))
-    return verifiers.Reward(tuple(terms), outcome=outcome)
 
 
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
@@ -70,13 +48,12 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
     return engine
 
 
-def attach(groups: list[Group], reward: verifiers.Reward, pool) -> list[Group]:
-    """Every sample of every group gets its verdicts (one concurrent batch through the pool).
-    Code tasks: the program is prompt (the signature) + completion (the body), checked against the row's tests."""
+def attach(groups: list[Group], task: Task, reward: verifiers.Reward, pool) -> list[Group]:
+    """Every sample of every group gets its verdicts (one concurrent batch through the pool), each checked as the
+    task says (a code body: the raw prompt, its signature, + the completion) against the row's reference."""
     flat = [(g, s) for g in groups for s in g.samples]
-    refs = [g.task.get("tests" if reward.outcome == "code" else "answer") for g, _ in flat]
-    texts = [checked_text(reward.outcome, g.prompt, s.text) for g, s in flat]
-    verdicts = iter(reward.verify(texts, refs, [g.prompt for g, _ in flat], pool=pool))
+    rows = [dict(g.task, prompt=g.prompt) for g, _ in flat]
+    verdicts = iter(task.verify(reward, rows, [s.text for _, s in flat], pool=pool))
     return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples])
             for g in groups]
 
@@ -93,9 +70,10 @@ def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
 class Rounds:
     """Generates and verifies rounds for one rank; `timing` holds the current round's seconds."""
 
-    def __init__(self, rl: RLConfig, gen: SamplingConfig, engine, reward, pool, rows_by_id: dict,
+    def __init__(self, rl: RLConfig, gen: SamplingConfig, engine, task: Task, reward, pool, rows_by_id: dict,
                  control_rng: random.Random) -> None:
         self.rl, self.sampling, self.engine, self.reward, self.pool = rl, gen, engine, reward, pool
+        self.task = task
         self.rows_by_id, self.control_rng = rows_by_id, control_rng
         self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")
         self.timing: dict[str, float] = {}
@@ -107,7 +85,7 @@ class Rounds:
 
     def _verify(self, groups: list[Group]) -> list[Group]:  # on the verification thread
         t0 = time.perf_counter()
-        out = attach(groups, self.reward, self.pool)
+        out = attach(groups, self.task, self.reward, self.pool)
         self.timing["verify_busy"] += time.perf_counter() - t0
         return out
 
@@ -143,17 +121,23 @@ class Rounds:
 
 
 class SandboxTally:
-    """Counts each code verdict once: a cache hit or a repeat of a program already counted is not new work."""
+    """Counts each sandboxed verdict (one whose metrics say it ran programs) once: a cache hit or a repeat of a
+    program already counted is not new work. Rounds whose verifiers ran no sandbox report nothing."""
 
     def __init__(self) -> None:
         self.counted = weakref.WeakValueDictionary()  # id -> verdict already in some round's totals
 
     def metrics(self, groups: list[Group]) -> dict[str, float]:
-        fresh = []
-        for v in (s.verdicts["code"] for g in groups for s in g.samples):
+        fresh, sandboxed = [], False
+        for v in (v for g in groups for s in g.samples for v in s.verdicts.values()):
+            if "sandbox_runs" not in v.metrics and "sandbox_wall_s" not in v.metrics:
+                continue
+            sandboxed = True
             if id(v) not in self.counted:
                 self.counted[id(v)] = v
                 fresh.append(v.metrics)
+        if not sandboxed:
+            return {}
         return {"sandbox/programs": len(fresh),
                 "sandbox/wall_s": sum(v.get("sandbox_wall_s", 0.0) for v in fresh),
                 "sandbox/runs": sum(v.get("sandbox_runs", 0) for v in fresh),
@@ -170,6 +154,10 @@ def round_metrics(generated: list[Group], reward: verifiers.Reward) -> dict[str,
     m["reward/mean"] = mean
     m["reward/std"] = (sum((x - mean) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
     m["verify/masked"] = len(scores) - len(scored)
+    for t in reward.terms:  # each term's own score, so a plugin or format term can be watched on its own
+        own = [s.verdicts[t.verifier].score for s in samples if not s.verdicts[t.verifier].masked]
+        if own:
+            m[f"reward/term/{t.verifier}"] = sum(own) / len(own)
     m["completions/mean_length"] = sum(len(s.token_ids) for s in samples) / max(1, len(samples))
     m["completions/clipped_ratio"] = sum(s.truncated for s in samples) / max(1, len(samples))
     return m
