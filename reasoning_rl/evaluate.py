@@ -8,6 +8,7 @@ from __future__ import annotations
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
     from .rollout import decode
+    from .rollout.base import stop_ids
 
     out: list[str] = []
     tokenizer.padding_side = "left"
@@ -17,7 +18,7 @@ def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
             ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
-                                            tokenizer.eos_token_id, temperature=0.0)
+                                            stop_ids(model, tokenizer), temperature=0.0)
             out.extend(tokenizer.decode(row[:n], skip_special_tokens=True)
                        for row, n in zip(ids.tolist(), lengths.tolist()))
     finally:

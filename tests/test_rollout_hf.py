@@ -140,3 +140,27 @@ def test_cli_curate_writes_pass_rate_columns(tmp_path):
                                                                                     "masked"]
     with Ledger(tmp_path / "l.sqlite") as led:
         assert led.get("q0").attempts == rows[0]["attempts"]
+
+
+def test_a_chat_models_end_of_turn_ends_a_completion_beside_eos(tmp_path):
+    """generation_config.eos_token_id may list more than the tokenizer's EOS (Qwen: <|im_end|> and <|endoftext|>):
+    the first of them a row emits ends it, with finish "stop"."""
+    import torch
+
+    from reasoning_rl.rollout import HFEngine, SamplingConfig
+    from reasoning_rl.rollout.base import stop_ids
+
+    from .helpers.hf_model import build_hf_model, gsm8k_rows
+
+    path = build_hf_model(tmp_path / "m", [r["question"] for r in gsm8k_rows(20)], vocab_size=300)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    tok.padding_side = "left"
+    ids = tok(["Ann has"], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        first = int(model(input_ids=ids).logits[0, -1].argmax())  # the greedy first token: make it an end-of-turn
+    model.generation_config.eos_token_id = [tok.eos_token_id, first]
+    assert stop_ids(model, tok) == [tok.eos_token_id, first]
+    (g,) = HFEngine(model, tok).generate(["Ann has"], 1, SamplingConfig(temperature=0.0, max_tokens=8))
+    assert g.samples[0].token_ids == (first,) and g.samples[0].finish_reason == "stop"

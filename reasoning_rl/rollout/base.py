@@ -52,6 +52,17 @@ class RolloutEngine(Protocol):
     def update_weights(self, model) -> None: ...
 
 
+def stop_ids(model, tokenizer) -> list[int]:
+    """The token ids that end a completion: the tokenizer's EOS first, then any other the model's generation config
+    lists (chat models end a turn with a token of their own, e.g. <|im_end|> beside <|endoftext|>)."""
+    ids = [tokenizer.eos_token_id]
+    extra = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for i in ([extra] if isinstance(extra, int) else list(extra or [])):
+        if i is not None and i not in ids:
+            ids.append(i)
+    return ids
+
+
 def render_prompt(tokenizer, prompt: str, chat: bool) -> str:
     """The text an engine generates from: the prompt itself, or the tokenizer's chat template around it."""
     if chat:

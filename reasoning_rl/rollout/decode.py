@@ -8,8 +8,9 @@ dropped from the batch and from the cache (`Cache.batch_select_indices`), so a s
 what its live rows cost.
 
     sample(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p, top_k)
-      input_ids, attention_mask: (B, Tp) left-padded prompts
-      -> ids (B, max_tokens) (pad = eos_id after the end), logp (B, max_tokens), lengths (B,)
+      input_ids, attention_mask: (B, Tp) left-padded prompts; eos_id: one id or several (a chat model's
+      end-of-turn beside its end-of-text: the first that a row emits ends it)
+      -> ids (B, max_tokens) (pad = the first eos id after the end), logp (B, max_tokens), lengths (B,)
 
 logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
 rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
@@ -40,13 +41,14 @@ def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id: int,
+def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from transformers import DynamicCache
 
     B, dev = input_ids.shape[0], input_ids.device
-    ids = torch.full((B, max_tokens), eos_id, dtype=torch.long, device=dev)  # (B, max_tokens)
+    eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id), dtype=torch.long, device=dev)
+    ids = torch.full((B, max_tokens), int(eos[0]), dtype=torch.long, device=dev)  # (B, max_tokens)
     logp = torch.zeros(B, max_tokens, device=dev)
     lengths = torch.full((B,), max_tokens, dtype=torch.long, device=dev)
     alive = torch.arange(B, device=dev)  # rows of the original batch still generating
@@ -70,7 +72,7 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
             nxt = torch.multinomial(probs, 1).squeeze(-1)  # (b,)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
-        done = nxt == eos_id
+        done = torch.isin(nxt, eos)
         lengths[alive[done]] = t + 1
         if t == max_tokens - 1:
             break

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from ..types import Group, Sample
 from . import decode
-from .base import PromptRow, SamplingConfig, as_rows, render_prompt
+from .base import PromptRow, SamplingConfig, as_rows, render_prompt, stop_ids
 
 
 class HFEngine:
@@ -64,19 +64,20 @@ class HFEngine:
         enc = tok(texts, return_tensors="pt", padding=True)
         greedy = s.temperature == 0
         kwargs = dict(max_new_tokens=s.max_tokens, do_sample=not greedy, pad_token_id=tok.pad_token_id,
-                      eos_token_id=tok.eos_token_id, return_dict_in_generate=True, output_logits=True)
+                      eos_token_id=stop_ids(self.model, tok), return_dict_in_generate=True, output_logits=True)
         if not greedy:
             kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
         if s.stop:
             kwargs.update(stop_strings=list(s.stop), tokenizer=tok)
         enc = {k: v.to(self.model.device) for k, v in enc.items()}
+        eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
         if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
             ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
-                                             tok.eos_token_id, s.temperature, s.top_p, s.top_k)
+                                             eos, s.temperature, s.top_p, s.top_k)
             result = []
             for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
                 row, row_lp = row[:n], row_lp[:n]
-                finish = "stop" if row and row[-1] == tok.eos_token_id else "length"
+                finish = "stop" if row and row[-1] in eos else "length"
                 result.append(Sample(tok.decode(row, skip_special_tokens=True), tuple(row), tuple(row_lp), finish))
             return result
         with torch.no_grad():
@@ -91,8 +92,9 @@ class HFEngine:
             ids = new[b].tolist()
             lps = logp[b].tolist()
             finish = "length"
-            if tok.eos_token_id in ids:
-                cut = ids.index(tok.eos_token_id) + 1
+            ends = [j for j, t in enumerate(ids) if t in eos]
+            if ends:
+                cut = ends[0] + 1
                 ids, lps, finish = ids[:cut], lps[:cut], "stop"
             text = tok.decode(ids, skip_special_tokens=True)
             for st in s.stop:
