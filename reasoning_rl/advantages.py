@@ -10,6 +10,12 @@ return A of shape (B, G).
              Shao et al. 2024, DeepSeekMath (arXiv:2402.03300)
     dr_grpo  A_i = R_i - mu                      Liu et al. 2025, Dr. GRPO (arXiv:2503.20783)
     rloo     A_i = R_i - mean_{j != i} R_j       Ahmadian et al. 2024 (arXiv:2402.14740)
+    pass_at_k  the group's reward is pass@k over its k-subsets; each sample gets its share of it
+             (analytically, docs/algorithms.md §pass-at-k); Chen et al. 2025 (arXiv:2508.10751)
+
+Reward shaping, (B, G) lengths -> (B, G) rewards added before the advantage (SHAPING):
+
+    soft_overlong  DAPO's linear penalty over the last `buffer` tokens before max_len (Yu et al. 2025, eq. 13)
 
 Token-level estimators:
 
@@ -30,6 +36,7 @@ import torch
 from .registry import Registry
 
 ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
+SHAPING: Registry[Callable[..., torch.Tensor]] = Registry("reward shaping")
 
 
 def _check(R: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -105,6 +112,52 @@ def rloo(R: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
     b = (total - Rv) / (n - 1).clamp(min=1)  # leave-one-out baseline, (B, G)
     A = torch.where(valid & (n >= 2) & ~_uniform(R, valid), R - b, 0.0)
     return A
+
+
+def _comb(n: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """C(n, k) elementwise in float64 through lgamma; 0 where k > n or k < 0."""
+    n, k = n.double(), k.double()
+    ok = (k >= 0) & (k <= n)
+    val = torch.exp(torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1))
+    return torch.where(ok, val, torch.zeros_like(val))
+
+
+@ADVANTAGES.register("pass_at_k")
+def pass_at_k(R: torch.Tensor, valid: torch.Tensor | None = None, *, k: int = 1, eps: float = 1e-4) -> torch.Tensor:
+    """Pass@k advantages for binary rewards (docs/algorithms.md §pass-at-k). With N valid samples, c of them
+    passing: the group's reward Rbar = 1 - C(N-c, k) / C(N, k) (the chance that a k-subset holds a pass),
+    sigma = sqrt(Rbar (1 - Rbar)), and
+        A_pass = (1 - Rbar) / (sigma + eps),   A_fail = (1 - Rbar - C(N-c-1, k-1) / C(N-1, k-1)) / (sigma + eps),
+    a failing sample's share being the subsets it sits in that hold no pass. k = 1 is `grpo` (population std).
+    k larger than N is taken as N. (B, G) -> (B, G)"""
+    valid = _check(R, valid)
+    if k < 1:
+        raise ValueError(f"pass_at_k: k must be >= 1, got {k}")
+    Rv = R[valid]
+    if not ((Rv == 0) | (Rv == 1)).all():
+        raise ValueError("pass_at_k: rewards must be 0 or 1 (the outcome's pass/fail)")
+    n = valid.sum(-1, keepdim=True)  # (B, 1)
+    c = torch.where(valid, R, 0.0).sum(-1, keepdim=True).round().long()
+    kk = torch.clamp(n, max=k).clamp(min=1)
+    total = _comb(n, kk)
+    rbar = 1 - _comb(n - c, kk) / torch.where(total > 0, total, torch.ones_like(total))  # (B, 1)
+    sigma = (rbar * (1 - rbar)).clamp(min=0).sqrt()
+    share = _comb(n - c - 1, kk - 1) / _comb(n - 1, kk - 1).clamp(min=1e-300)
+    a_pass, a_fail = 1 - rbar, 1 - rbar - share
+    A = torch.where(R > 0.5, a_pass, a_fail) / (sigma + eps)
+    uniform = (c == 0) | (c == n)
+    return torch.where(valid & ~uniform, A, 0.0).to(R.dtype)
+
+
+@SHAPING.register("soft_overlong")
+def soft_overlong(lengths: torch.Tensor, *, max_len: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment (docs/algorithms.md §overlong): 0 up to max_len - buffer tokens, then
+    falling linearly to -penalty at max_len, -penalty beyond. lengths (...) -> rewards (...)."""
+    if not 0 < buffer <= max_len:
+        raise ValueError(f"soft_overlong: need 0 < buffer <= max_len, got buffer={buffer}, max_len={max_len}")
+    start = max_len - buffer
+    over = (lengths.to(torch.float64) - start).clamp(min=0) / buffer
+    return (-penalty * over.clamp(max=1.0)).to(torch.float32)
 
 
 def discounted_reverse_cumsum(x: torch.Tensor, c: float, chunk: int = 256) -> torch.Tensor:

@@ -186,8 +186,8 @@ class RLConfig:
     eps_low: float = knob(0.2, "PPO clip below 1; TRL epsilon", min=0.0, max=1.0)
     eps_high: float = knob(0.28, "PPO clip above 1 (DAPO clip-higher); TRL epsilon_high", min=0.0)
     beta: float = knob(0.0, "KL-to-reference coefficient (0 = no reference model loaded); TRL beta", min=0.0)
-    kl_estimator: Literal["k1", "k2", "k3"] = knob("k3", "estimator of the KL term in the loss (docs/algorithms.md "
-                                                         "§kl)")
+    kl_estimator: Literal["k1", "k2", "k3", "k3_clamped"] = knob(
+        "k3", "estimator of the KL term in the loss (docs/algorithms.md §kl); k3_clamped = k3 with verl's clamps")
     num_iterations: int = knob(1, "optimisation epochs over each round's batch (mu); TRL num_iterations", min=1)
     minibatch_size: int = knob(128, "sequences per optimiser step; TRL per_device_train_batch_size x "
                                     "gradient_accumulation_steps", min=1)
@@ -217,7 +217,17 @@ class RLConfig:
     weights_dir: str = knob("", "engine=openai: a folder the server can also read, for weight pushes "
                                 "(empty = output_dir/weights; the server must run with VLLM_SERVER_DEV_MODE=1)")
     push_every: int = knob(1, "vllm/openai engines: push the trainer's weights every N rounds; samples then come "
-                              "from weights up to N-1 updates old (the clipped ratio corrects for it)", min=1)
+                              "from weights up to N-1 updates old (rollout_correction weighs them back)", min=1)
+    rollout_correction: Literal["auto", "none", "token_tis", "seq_tis", "token_mis", "seq_mis", "icepop",
+                                "geo_mask"] = knob(
+        "auto", "importance weights for samples whose engine log-probs differ from the trainer's (docs/algorithms.md "
+                "§rollout-correction): auto = token_tis for engines vllm and openai, none for hf (the sampler is the "
+                "trainer). Not none: the ratio is taken against the trainer's own pi_old (one extra forward a round); "
+                "TRL vllm_importance_sampling_correction / _mode")
+    is_min: float = knob(0.5, "lower bound C_min of the mask modes (token_mis, seq_mis, icepop, geo_mask); TRL "
+                              "vllm_importance_sampling_clip_min", min=0.0)
+    is_max: float = knob(2.0, "upper bound C_max: the truncation of *_tis, the mask of the others; TRL "
+                              "vllm_importance_sampling_clip_max", min=0.0)
     rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
                                   "while the next is generated: > 1 hides slow verification (code tasks) behind "
                                   "generation, at the cost of smaller generation batches", min=1)
@@ -232,14 +242,33 @@ class RLConfig:
 
     SECTION: ClassVar[str] = "rl"
 
+    @property
+    def correction(self) -> str:
+        """rollout_correction with auto resolved: token_tis where the sampler is not the trainer, else none."""
+        if self.rollout_correction != "auto":
+            return self.rollout_correction
+        return "none" if self.engine == "hf" else "token_tis"
+
 
 @dataclass(frozen=True)
 class GRPOConfig(RLConfig):
-    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = knob("dapo", "how token losses aggregate (TRL's names "
-                                                                 "and meanings; docs/algorithms.md §aggregation)")
-    advantage: Literal["grpo", "dr_grpo", "rloo", "process"] = knob(
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo"] = knob(
+        "dapo", "how token losses aggregate (TRL's names and meanings; docs/algorithms.md §aggregation); cispo = "
+                "CISPO's clipped importance weight times log pi (§cispo; eps_high is its cap, e.g. 5)")
+    ratio_level: Literal["token", "sequence"] = knob("token", "token ratios, or one length-normalised ratio per "
+                                                              "sequence: GSPO (§gspo; the paper's eps is 3e-4 low, 4e-4 high); TRL "
+                                                              "importance_sampling_level")
+    advantage: Literal["grpo", "dr_grpo", "rloo", "process", "pass_at_k"] = knob(
         "grpo", "advantage estimator (docs/algorithms.md §grpo-advantages); process = per-step PRM rewards, "
-                "needs prm_model")
+                "needs prm_model; pass_at_k = the pass@k objective on the outcome (§pass-at-k)")
+    pass_k: int = knob(1, "k of advantage=pass_at_k (1 = grpo); at most group_size", min=1)
+    overlong_buffer: int = knob(0, "DAPO soft overlong punishment: a linear penalty over the last N tokens before "
+                                   "generation.max_tokens (§overlong; 0 = off); logged as reward/overlong", min=0)
+    overlong_penalty: float = knob(1.0, "the penalty at generation.max_tokens", min=0.0)
+    entropy_coef: float = knob(0.0, "entropy bonus coefficient (the loss gains -coef * H; §entropy)", min=0.0)
+    entropy_target: float = knob(0.0, "with entropy_coef: adapt the coefficient towards this entropy per token "
+                                      "(0 = a fixed coefficient)", min=0.0)
+    entropy_coef_lr: float = knob(0.01, "step size of the coefficient's adaptation towards entropy_target", min=0.0)
     scale_rewards: Literal["group", "batch", "none"] = knob("group", "the std that divides grpo advantages; TRL "
                                                             "scale_rewards")
     prm_model: str = knob("", "path of a PRM (e.g. runs/prm/final from `train prm`): its step scores are logged, "
@@ -258,6 +287,10 @@ class GRPOConfig(RLConfig):
         if self.advantage == "process" and not self.prm_model:
             raise ConfigError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` "
                               "makes one)")
+        if self.advantage == "pass_at_k" and self.pass_k > self.group_size:
+            raise ConfigError(f"grpo.pass_k: value {self.pass_k} is above grpo.group_size ({self.group_size})")
+        if self.loss_type == "cispo" and self.ratio_level == "sequence":
+            raise ConfigError("grpo.loss_type=cispo weighs each token: grpo.ratio_level must be token")
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,24 @@ def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_u) - log_u - 1
 
 
+@KL_ESTIMATORS.register("k3_clamped")
+def kl_k3_clamped(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """k3 with verl's guards (docs/algorithms.md §kl): log u clamped to [-20, 20] before the exponential, the
+    estimate clamped to [-10, 10], so one token the reference finds near-impossible cannot blow the loss up.
+    Equal to k3 wherever |log u| is small enough that k3 <= 10. (B, T) -> (B, T)"""
+    log_u = torch.clamp(logp_ref - logp, -20.0, 20.0)
+    return torch.clamp(torch.exp(log_u) - log_u - 1, -10.0, 10.0)
+
+
+def entropy_coef_update(coef: float, entropy: float, target: float, lr: float) -> float:
+    """The entropy coefficient's next value with a target (docs/algorithms.md §entropy): a step of the dual problem
+    min_coef coef * (H - target), coef <- max(0, coef + lr * (target - H)). Below the target the bonus grows, above
+    it shrinks to 0. target = 0 keeps coef fixed."""
+    if target <= 0:
+        return coef
+    return max(0.0, coef + lr * (target - entropy))
+
+
 def kl_in_reward(token_rewards: torch.Tensor, logp_old: torch.Tensor, logp_ref: torch.Tensor, mask: torch.Tensor,
                  beta: float) -> torch.Tensor:
     """KL as reward shaping at rollout time: r_t <- r_t - beta * log(pi_old / pi_ref). (B, T) -> (B, T).
@@ -132,12 +150,17 @@ def kl_in_reward(token_rewards: torch.Tensor, logp_old: torch.Tensor, logp_ref: 
 def ppo_clip(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *,
              eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None,
              agg: str = "token_mean", max_len: int | None = None, logp_ref: torch.Tensor | None = None,
-             beta: float = 0.0, kl_estimator: str = "k3", kl_importance_weight: bool = True) -> LossOut:
+             beta: float = 0.0, kl_estimator: str = "k3", kl_importance_weight: bool = True,
+             ratio_level: str = "token", is_weight: torch.Tensor | None = None) -> LossOut:
     """Clipped surrogate (negated) with optional dual clip and KL-in-loss.
 
     logp, logp_old, mask: (B, T); A: (B,) per sequence or (B, T) per token.
     rho = exp(logp - logp_old); per-token loss = -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
-    [dual clip, A < 0: max(that, -c A)] + beta * w * k(logp, logp_ref); then aggregated by `agg`.
+    [dual clip, A < 0: max(that, -c A)] [x is_weight] + beta * w * k(logp, logp_ref); then aggregated by `agg`.
+    ratio_level="sequence" is GSPO (Zheng et al. 2025, arXiv:2507.18071; docs/algorithms.md §gspo): one ratio per
+    sequence, s_i = exp(mean_t log rho_{i,t}), clipped and broadcast over its tokens (TRL importance_sampling_level).
+    is_weight (B, T) or (B, 1): the rollout correction's weights (docs/algorithms.md §rollout-correction, no
+    gradient), multiplying the clipped term as TRL does; the PPO ratio is then against the trainer's pi_old.
     w = rho when `kl_importance_weight` (tokens were drawn from pi_old, so rho * k estimates KL(pi_theta || pi_ref)
     without bias, as in DeepSeek-V3.2 and TRL's `use_bias_correction_kl`), else 1.
     Metrics: clip_ratio/low|high|region (share of tokens clipped), approx_kl (k3 estimate of KL(pi_old || pi_theta)),
@@ -147,31 +170,85 @@ def ppo_clip(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: 
     if A.dim() == 1:
         A = A.unsqueeze(1)  # (B, 1) broadcasts over T
     log_ratio = logp - logp_old
-    rho = torch.exp(log_ratio)  # (B, T)
+    if ratio_level == "sequence":  # GSPO: the length-normalised sequence ratio, (B, 1)
+        m = mask.to(log_ratio.dtype)
+        log_ratio_is = (log_ratio * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1)
+    elif ratio_level == "token":
+        log_ratio_is = log_ratio
+    else:
+        raise ValueError(f"ppo_clip: ratio_level must be 'token' or 'sequence', got {ratio_level!r}")
+    rho = torch.exp(log_ratio_is)  # (B, T), or (B, 1) for GSPO
     rho_clipped = torch.clamp(rho, 1 - eps_low, 1 + eps_high)
     per_token = -torch.min(rho * A, rho_clipped * A)  # (B, T)
     if dual_clip is not None:
         if dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
         per_token = torch.where(A < 0, torch.min(per_token, -dual_clip * A), per_token)
+    if is_weight is not None:
+        per_token = per_token * is_weight.detach()
+    rho = rho.expand_as(logp)
     metrics: dict[str, float] = {}
-    if logp_ref is not None and beta != 0.0:
-        kl = KL_ESTIMATORS.get(kl_estimator)(logp, logp_ref)
-        per_token = per_token + beta * (kl * rho if kl_importance_weight else kl)
-        metrics["kl"] = masked_mean(kl, mask)
+    per_token = _with_kl(per_token, logp, logp_ref, rho, mask, beta, kl_estimator, kl_importance_weight, metrics)
     loss = aggregate(per_token, mask, agg, max_len)
     with torch.no_grad():
         low = ((rho < 1 - eps_low) & (A < 0)).to(logp.dtype)
         high = ((rho > 1 + eps_high) & (A > 0)).to(logp.dtype)
-        metrics["clip_ratio/low"] = masked_mean(low, mask)
-        metrics["clip_ratio/high"] = masked_mean(high, mask)
-        metrics["clip_ratio/region"] = masked_mean(torch.maximum(low, high), mask)
-        metrics["approx_kl"] = masked_mean(torch.exp(-log_ratio) + log_ratio - 1, mask)  # k3 of KL(old || theta)
-        m = mask.bool()
-        metrics["ratio/mean"] = rho[m].mean().item() if m.any() else 1.0
-        metrics["ratio/max"] = rho[m].max().item() if m.any() else 1.0
+        _ratio_metrics(low, high, rho, log_ratio, mask, metrics)
     metrics["loss/policy"] = loss.item()
     return LossOut(loss, metrics)
+
+
+def _with_kl(per_token, logp, logp_ref, rho, mask, beta, kl_estimator, kl_importance_weight, metrics):
+    """per_token + beta * w * k(logp, logp_ref) (w = rho when importance-weighted, docs/algorithms.md §kl); the
+    KL's mean goes to metrics["kl"]. Unchanged without a reference or with beta = 0."""
+    if logp_ref is None or beta == 0.0:
+        return per_token
+    kl = KL_ESTIMATORS.get(kl_estimator)(logp, logp_ref)
+    metrics["kl"] = masked_mean(kl, mask)
+    return per_token + beta * (kl * rho if kl_importance_weight else kl)
+
+
+def _ratio_metrics(low, high, rho, log_ratio, mask, metrics) -> None:
+    """clip_ratio/low|high|region (shares of tokens clipped), approx_kl (k3 of KL(old || theta)), ratio/mean|max."""
+    metrics["clip_ratio/low"] = masked_mean(low, mask)
+    metrics["clip_ratio/high"] = masked_mean(high, mask)
+    metrics["clip_ratio/region"] = masked_mean(torch.maximum(low, high), mask)
+    metrics["approx_kl"] = masked_mean(torch.exp(-log_ratio) + log_ratio - 1, mask)
+    m = mask.bool()
+    metrics["ratio/mean"] = rho[m].mean().item() if m.any() else 1.0
+    metrics["ratio/max"] = rho[m].max().item() if m.any() else 1.0
+
+
+@LOSSES.register("cispo")
+def cispo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, eps_max: float = 5.0,
+          agg: str = "token_mean", max_len: int | None = None, logp_ref: torch.Tensor | None = None,
+          beta: float = 0.0, kl_estimator: str = "k3", kl_importance_weight: bool = True,
+          is_weight: torch.Tensor | None = None) -> LossOut:
+    """CISPO (MiniMax-M1, arXiv:2506.13585; docs/algorithms.md §cispo): clip the importance weight, not the update.
+    per-token loss = -sg(min(rho, eps_max)) A log pi_theta  [x is_weight] + beta * w * k; every token keeps its
+    gradient (PPO's clip zeroes it outside the trust region). TRL loss_type="cispo" (eps_max = epsilon_high).
+    logp, logp_old, mask (B, T); A (B,) or (B, T) -> ()"""
+    if A.dim() == 1:
+        A = A.unsqueeze(1)
+    log_ratio = logp - logp_old
+    rho = torch.exp(log_ratio)
+    weight = torch.clamp(rho, max=eps_max).detach()
+    per_token = -weight * A * logp
+    if is_weight is not None:
+        per_token = per_token * is_weight.detach()
+    metrics: dict[str, float] = {}
+    per_token = _with_kl(per_token, logp, logp_ref, rho, mask, beta, kl_estimator, kl_importance_weight, metrics)
+    loss = aggregate(per_token, mask, agg, max_len)
+    with torch.no_grad():  # "clipped" here: the weight was capped (the gradient stays)
+        _ratio_metrics(torch.zeros_like(rho), (rho > eps_max).to(logp.dtype), rho, log_ratio, mask, metrics)
+    metrics["loss/policy"] = loss.item()
+    return LossOut(loss, metrics)
+
+
+@LOSSES.register("gspo")
+def gspo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, **kw) -> LossOut:
+    """GSPO: `ppo_clip` with one length-normalised ratio per sequence (docs/algorithms.md §gspo). (B, T) -> ()"""
+    return ppo_clip(logp, logp_old, A, mask, ratio_level="sequence", **kw)
 
 
 @LOSSES.register("pg")
@@ -269,4 +346,5 @@ GRPO_LOSS_AGGREGATION = {
     "bnpo": "token_mean",
     "dapo": "token_mean",
     "dr_grpo": "seq_mean_token_sum_norm",
+    "cispo": "token_mean",
 }

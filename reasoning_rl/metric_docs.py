@@ -67,6 +67,19 @@ METRICS: tuple[Metric, ...] = (
            "mean |log p_engine - log p_trainer| over sampled tokens (0 when the trainer samples)"),
     Metric("rollout/logprob_mismatch_max", "nats/token", BOTH, "largest such difference"),
     Metric("rollout/staleness", "updates", BOTH, "how many updates old the sampling weights were"),
+    Metric("rollout/mismatch_kl", "nats/token", BOTH, "k3 estimate of KL(pi_engine || pi_old) over the sampled tokens: "
+           "how far the engine's log-probs are from the trainer's (rollout_correction not none)"),
+    Metric("rollout/is_truncated", "fraction", BOTH, "tokens (token_tis) or sequences (seq_tis) whose importance "
+           "weight was cut to is_max"),
+    Metric("rollout/is_masked", "fraction", BOTH, "tokens or sequences the mask modes (token_mis, seq_mis, icepop, "
+           "geo_mask) left out of the loss"),
+    Metric("rollout/is_weight_mean", "weight", BOTH, "mean rollout-correction weight over the tokens (sequences) "
+           "it applies to"),
+    Metric("rollout/is_weight_min", "weight", BOTH, "smallest such weight"),
+    Metric("rollout/is_weight_max", "weight", BOTH, "largest such weight (never above is_max)"),
+    Metric("reward/overlong", "reward", "grpo", "mean soft overlong penalty added to the rewards (grpo.overlong_buffer)"),
+    Metric("entropy/coef", "coefficient", "grpo", "the entropy bonus coefficient this round (adapted towards "
+           "grpo.entropy_target)"),
     Metric("throughput/tokens_per_s", "tokens/s", BOTH, "generated tokens per second of rollout time"),
     # code verification
     Metric("sandbox/programs", "programs", BOTH, "programs verified this round (computed, not cached)"),

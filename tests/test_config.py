@@ -26,7 +26,7 @@ BAD = [
     (["ppo.samples_per_prompt=4"], "is now 'ppo.group_size'"),
     (["sft.eval_size=10"], "is now 'eval.size'"),
     # choices typed as Literal
-    (["grpo.loss_type=dpo"], "grpo.loss_type: value 'dpo' is not one of ['grpo', 'dr_grpo', 'dapo', 'bnpo']"),
+    (["grpo.loss_type=dpo"], "grpo.loss_type: value 'dpo' is not one of ['grpo', 'dr_grpo', 'dapo', 'bnpo', 'cispo']"),
     (["ppo.engine=tgi"], "ppo.engine: value 'tgi' is not one of ['hf', 'vllm', 'openai']"),
     # cross-field rules, checked when the config is built (before any model loads)
     (["grpo.engine=openai"], "grpo.engine=openai needs grpo.engine_url and grpo.engine_model"),

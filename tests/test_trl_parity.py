@@ -112,3 +112,95 @@ def test_dpo_sigmoid_loss_equals_trl(tiny, tmp_path):
     ours = dpo_sigmoid(logps[:n], logps[n:], ref_logps[:n], ref_logps[n:], beta=beta)
     assert abs(ours.metrics["rewards/margins"]) > 1e-4
     assert ours.loss.item() == pytest.approx(theirs.item(), abs=1e-5)
+
+
+def _trl_grpo(tiny, tmp_path, **kw):
+    from trl import GRPOConfig, GRPOTrainer
+
+    _, tok, path = tiny
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=8, report_to="none", use_cpu=True, bf16=False, **kw)
+    trainer = GRPOTrainer(model=path, reward_funcs=lambda completions, **k: [0.0] * len(completions), args=args,
+                          train_dataset=Dataset.from_list([{"prompt": "1+1="}] * 8), processing_class=tok)
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.model.train()
+    return trainer
+
+
+def _inputs(trainer, tok, spread=0.3):
+    p_ids, p_mask, c_ids, c_mask, g = _batch(tok)
+    with torch.no_grad():
+        logp_now = token_logprobs(trainer.model, p_ids, p_mask, c_ids, c_mask)
+    logp_old = (logp_now + spread * torch.randn(logp_now.shape, generator=g)) * c_mask
+    logp_ref = (logp_now + 0.5 * torch.randn(logp_now.shape, generator=g)) * c_mask
+    A = torch.tensor([1.2, -0.7, 0.4, -0.9])
+    return {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask,
+            "advantages": A, "old_per_token_logps": logp_old, "ref_per_token_logps": logp_ref,
+            "num_items_in_batch": c_mask.sum()}, g
+
+
+def _both(trainer, inputs, ours_fn):
+    model = trainer.model
+    theirs = trainer._compute_loss(model, inputs)
+    (g_theirs,) = torch.autograd.grad(theirs, [model.model.embed_tokens.weight])
+    logp = token_logprobs(model, inputs["prompt_ids"], inputs["prompt_mask"], inputs["completion_ids"],
+                          inputs["completion_mask"])
+    ours = ours_fn(logp)
+    (g_ours,) = torch.autograd.grad(ours.loss, [model.model.embed_tokens.weight])
+    assert ours.loss.item() == pytest.approx(theirs.item(), abs=1e-5)
+    assert torch.allclose(g_ours, g_theirs, atol=1e-5)
+    return ours
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_gspo_equals_trl_sequence_level_importance_sampling(tiny, tmp_path, beta):
+    trainer = _trl_grpo(tiny, tmp_path, loss_type="grpo", importance_sampling_level="sequence", beta=beta,
+                        epsilon=1e-2, epsilon_high=1.5e-2)
+    inputs, _ = _inputs(trainer, tiny[1], spread=0.05)
+    c = inputs["completion_mask"]
+    ours = _both(trainer, inputs, lambda logp: ppo_clip(
+        logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_low=1e-2, eps_high=1.5e-2,
+        agg="seq_mean_token_mean", logp_ref=inputs["ref_per_token_logps"] if beta else None, beta=beta,
+        ratio_level="sequence"))
+    assert 0 < ours.metrics["clip_ratio/region"] < 1  # some sequences in the trust region, some out
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_cispo_equals_trl(tiny, tmp_path, beta):
+    from reasoning_rl.losses import cispo
+
+    trainer = _trl_grpo(tiny, tmp_path, loss_type="cispo", beta=beta, epsilon_high=1.2)
+    inputs, _ = _inputs(trainer, tiny[1])
+    c = inputs["completion_mask"]
+    ours = _both(trainer, inputs, lambda logp: cispo(
+        logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_max=1.2, agg="token_mean",
+        logp_ref=inputs["ref_per_token_logps"] if beta else None, beta=beta))
+    assert ours.metrics["clip_ratio/high"] > 0  # the cap bites on some tokens
+
+
+@pytest.mark.parametrize("mode,trl_mode", [("token_tis", "token_truncate"), ("seq_tis", "sequence_truncate"),
+                                           ("token_mis", "token_mask"), ("seq_mis", "sequence_mask")])
+def test_the_rollout_corrected_loss_equals_trls(tiny, tmp_path, mode, trl_mode):
+    """Our weights from (pi_old, pi_engine), multiplied into the clipped loss, against TRL's loss with the same
+    correction: its ratio is also against the trainer's pi_old, and its IS ratio multiplies the per-token loss.
+    TRL computes the ratio inside its generation step, so it is given ours, computed by its own formula here."""
+    from reasoning_rl.rollout_correction import CORRECTIONS
+
+    trainer = _trl_grpo(tiny, tmp_path, loss_type="dapo", beta=0.04, epsilon=0.2, epsilon_high=0.28,
+                        vllm_importance_sampling_mode=trl_mode, vllm_importance_sampling_clip_max=1.3,
+                        vllm_importance_sampling_clip_min=0.8 if "mask" in trl_mode else None)
+    trainer.use_vllm = True  # _compute_loss applies the correction only for a vLLM-sampled batch
+    inputs, g = _inputs(trainer, tiny[1])
+    c = inputs["completion_mask"]
+    logp_engine = (inputs["old_per_token_logps"] + 0.15 * torch.randn(c.shape, generator=g)) * c
+    w, _ = CORRECTIONS.get(mode)(inputs["old_per_token_logps"], logp_engine, c, c_min=0.8, c_max=1.3)
+    # TRL's own formula for the same mode (grpo_trainer._generate_and_score_completions)
+    diff = (inputs["old_per_token_logps"] - logp_engine) * c
+    r = torch.exp(diff.sum(-1, keepdim=True) if trl_mode.startswith("sequence") else diff)
+    trl_w = torch.clamp(r, max=1.3) if "truncate" in trl_mode else r.masked_fill((r < 0.8) | (r > 1.3), 0.0)
+    assert torch.allclose(w * (c if w.shape == c.shape else 1), trl_w * (c if trl_w.shape == c.shape else 1))
+    assert not torch.allclose(w, torch.ones_like(w))  # the correction really changes weights
+    inputs["importance_sampling_ratio"] = trl_w
+    _both(trainer, inputs, lambda logp: ppo_clip(
+        logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_low=0.2, eps_high=0.28, agg="token_mean",
+        logp_ref=inputs["ref_per_token_logps"], beta=0.04, is_weight=w))

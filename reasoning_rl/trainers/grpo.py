@@ -13,34 +13,64 @@ sampling) by default. PPO with a critic is `ppo.py`.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from ..configs import Config
+from ..losses import entropy_coef_update
 from ..types import Group
 from . import loop
 from .distributed import zero_loss
 from .grpo_batch import GRPOBatch, make_batch, update_minibatch
+from .offpolicy import correct_batch
 
 __all__ = ["GRPO", "train_grpo"]
+
+
+class EntropyCoef:
+    """The entropy bonus's coefficient, adapted towards grpo.entropy_target (checkpointed with the run)."""
+
+    def __init__(self, coef: float) -> None:
+        self.coef = coef
+
+    def state_dict(self) -> dict:
+        return {"coef": self.coef}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.coef = state["coef"]
 
 
 class GRPO:
     name = "grpo"
 
     def setup(self, run: loop.Run):
-        return [], {}  # no further model: the group is the baseline
+        self.ent = EntropyCoef(run.rl.entropy_coef)
+        return [], ({"entropy_coef": self.ent} if run.rl.entropy_coef else {})  # no critic: the group is the baseline
 
     def make_batch(self, run: loop.Run, groups: list[Group], m: dict) -> GRPOBatch | None:
-        return make_batch(groups, run.rounds.reward, run.tok, run.rl, run.model.device) if groups else None
+        if not groups:
+            return None
+        batch = make_batch(groups, run.rounds.reward, run.tok, run.rl, run.model.device,
+                           max_len=run.cfg.generation.max_tokens, m=m)
+        if batch is not None:  # engines that are not the trainer: its own pi_old and the importance weights
+            tokens, w, metrics = correct_batch(run, batch.tokens)
+            batch = dataclasses.replace(batch, tokens=tokens, is_weight=w)
+            m.update(metrics)
+        return batch
 
     def minibatch(self, run: loop.Run, batch: GRPOBatch, idx) -> dict[str, float]:
-        return update_minibatch(run.policy, run.ref, run.ranks, run.rl, run.cfg.generation, batch, idx)
+        return update_minibatch(run.policy, run.ref, run.ranks, run.rl, run.cfg.generation, batch, idx,
+                                entropy_coef=self.ent.coef)
 
     def touch(self, run: loop.Run) -> None:
         zero_loss(run.policy, run.tok.bos_token_id)
 
     def after_update(self, run: loop.Run, m: dict) -> None:
-        pass
+        if run.rl.entropy_coef:
+            m["entropy/coef"] = self.ent.coef
+            if "entropy" in m:
+                self.ent.coef = entropy_coef_update(self.ent.coef, m["entropy"], run.rl.entropy_target,
+                                                    run.rl.entropy_coef_lr)
 
 
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..advantages import ADVANTAGES
+from ..advantages import ADVANTAGES, SHAPING
 from ..configs import GenerationConfig, GRPOConfig
 from ..logprobs import TokenBatch, length_buckets, pad_rollouts, pad_values, token_logprobs, trim_padding
-from ..losses import GRPO_LOSS_AGGREGATION, masked_mean, ppo_clip
+from ..losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
 from ..models import autocast
 from ..types import Group
 
@@ -27,22 +27,36 @@ class GRPOBatch:
     tokens: TokenBatch
     A: torch.Tensor  # (n,) per sequence, or (n, Tc) per token
     groups: list[Group]  # the kept groups the rows come from
+    is_weight: torch.Tensor | None = None  # (n, Tc) or (n, 1): rollout-correction weights (offpolicy.py), or None
 
     def __len__(self) -> int:
         return len(self.tokens)
 
 
-def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None) -> GRPOBatch | None:
-    """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable."""
+def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None, max_len: int = 0,
+               m: dict | None = None) -> GRPOBatch | None:
+    """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable.
+    `max_len` (generation.max_tokens) places the soft overlong penalty; `m` receives reward/overlong."""
     scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
+    if gcfg.advantage == "pass_at_k":  # the pass@k objective is on the outcome's pass/fail, not the composite
+        scores = [[None if s.outcome(reward.outcome) is None else float(s.outcome(reward.outcome)) for s in g.samples]
+                  for g in groups]
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
     valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
                           for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
+    if gcfg.overlong_buffer and gcfg.advantage != "pass_at_k":
+        lengths = torch.tensor([[len(s.token_ids) for s in g.samples] for g in groups])
+        pen = SHAPING.get("soft_overlong")(lengths, max_len=max_len, buffer=min(gcfg.overlong_buffer, max_len),
+                                           penalty=gcfg.overlong_penalty)
+        R = R + torch.where(valid, pen, 0.0)
+        if m is not None:
+            m["reward/overlong"] = pen[valid].mean().item() if valid.any() else 0.0
     if gcfg.advantage == "process":
         valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
         A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
     else:
-        kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {}
+        kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {"k": gcfg.pass_k} if \
+            gcfg.advantage == "pass_at_k" else {}
         A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
     rows = []
     for b, g in enumerate(groups):
@@ -97,14 +111,25 @@ def _process_advantages(groups, valid, tok):
     return ADVANTAGES.get("process")(r, ends, m, T)
 
 
+def _loss(gcfg: GRPOConfig, gen: GenerationConfig, agg: str, logp, logp_old, A, c_mask, lref, w):
+    """The configured objective on one micro-batch: CISPO, or the clipped surrogate (token ratios or GSPO's)."""
+    kw = dict(agg=agg, max_len=gen.max_tokens, logp_ref=lref, beta=gcfg.beta, kl_estimator=gcfg.kl_estimator,
+              is_weight=w)
+    if gcfg.loss_type == "cispo":
+        return cispo(logp, logp_old, A, c_mask, eps_max=gcfg.eps_high, **kw)
+    return ppo_clip(logp, logp_old, A, c_mask, eps_low=gcfg.eps_low, eps_high=gcfg.eps_high,
+                    ratio_level=gcfg.ratio_level, **kw)
+
+
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
-                     idx: torch.Tensor) -> dict[str, float]:
+                     idx: torch.Tensor, entropy_coef: float = 0.0) -> dict[str, float]:
     """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
     length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
     its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
     gradient equals that of one padded batch. Returns the minibatch's metrics (token-weighted; ratio/max the max)."""
     agg = GRPO_LOSS_AGGREGATION[gcfg.loss_type]
     mb, A = batch.tokens[idx], batch.A[idx]
+    W = batch.is_weight[idx] if batch.is_weight is not None else None
     T = mb.c_mask.sum()
     chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets)
     metrics: dict[str, float] = {}
@@ -123,10 +148,12 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
                 if ref is not None:
                     with torch.no_grad():
                         lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0)
-            out = ppo_clip(logp, mb.logp_old[sub][:, :tc], A_sub, c_mask, eps_low=gcfg.eps_low,
-                           eps_high=gcfg.eps_high, agg=agg, max_len=gen.max_tokens, logp_ref=lref, beta=gcfg.beta,
-                           kl_estimator=gcfg.kl_estimator)
-            (out.loss * w).backward()
+            W_sub = None if W is None else W[sub][:, :tc]  # (n, tc) token weights, or (n, 1) sequence weights
+            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, c_mask, lref, W_sub)
+            loss = out.loss
+            if entropy_coef:  # the bonus as a loss: -coef * H, aggregated like the policy term
+                loss = loss - entropy_coef * aggregate(ent, c_mask, agg, gen.max_tokens)
+            (loss * w).backward()
         out.metrics["entropy"] = masked_mean(ent.detach(), c_mask)  # of the policy at the sampled states, per token
         for name, v in out.metrics.items():
             if name == "ratio/max":

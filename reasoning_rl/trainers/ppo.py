@@ -31,6 +31,7 @@ from ..models import autocast
 from ..types import Group
 from . import loop
 from .distributed import zero_loss
+from .offpolicy import correct_batch
 
 
 class Critic(torch.nn.Module):
@@ -79,6 +80,7 @@ class PPOBatch:
     returns: torch.Tensor  # (n, Tc) value targets
     values_old: torch.Tensor  # (n, Tc) the critic's values when the batch was made
     logp_ref: torch.Tensor | None  # (n, Tc) the reference policy's log-probs, or None
+    is_weight: torch.Tensor | None = None  # (n, Tc) or (n, 1) rollout-correction weights (offpolicy.py), or None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -105,6 +107,8 @@ class PPO:
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
                              [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=run.model.device)
+            b, is_weight, corr = correct_batch(run, b)  # engines that are not the trainer: its own pi_old
+            m.update(corr)
             B, T = b.c_ids.shape
             dev = b.c_ids.device
             R = torch.zeros(B, T, device=dev)
@@ -119,7 +123,8 @@ class PPO:
                 if p.kl_in_reward:
                     R = kl_in_reward(R, b.logp_old, lref, b.c_mask, self.kl_ctl.coef)
             A, returns = gae(R, values_old, b.c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
-            batch = PPOBatch(b, whiten(A, b.c_mask) if p.whiten_advantages else A, returns, values_old, lref)
+            batch = PPOBatch(b, whiten(A, b.c_mask) if p.whiten_advantages else A, returns, values_old, lref,
+                             is_weight)
         if run.ref is not None and run.ranks.world > 1:  # one KL coefficient on every rank
             kls = [x for x in run.ranks.gather([m.get("kl")]) if x is not None]
             if kls:
@@ -150,7 +155,8 @@ class PPO:
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
         pol = ppo_clip(logp, b.logp_old, batch.A[sub], b.c_mask, eps_low=p.eps_low, eps_high=p.eps_high,
                        agg="token_mean", logp_ref=batch.logp_ref[sub] if in_loss else None,
-                       beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator)
+                       beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator,
+                       is_weight=None if batch.is_weight is None else batch.is_weight[sub])
         loss = pol.loss
         if p.ent_coef > 0:
             loss = loss + p.ent_coef * entropy_bonus(ent, b.c_mask).loss

@@ -1,0 +1,48 @@
+"""The trainer's side of rollout correction: its own pi_old for sampled tokens, and the engine's weights.
+
+    correct_batch(run, tokens) -> (tokens, is_weight, metrics)
+
+With a correction mode other than `none` (docs/algorithms.md §rollout-correction), the batch's `logp_old`
+(the engine's log-probs) is replaced by the trainer model's own, computed with no gradient before the
+update, and the weights r = pi_old / pi_engine are turned into the mode's importance weights. Both sides
+are the full softmax of logits / T (the engine contract in rollout/base.py: log-probs before top-p/top-k
+truncation), so a truncating sampler's bias is not part of what is corrected. Metrics: rollout/mismatch_kl
+and the mode's share of truncated or masked tokens (sequences) and its weights' mean, min, max.
+Not here: the losses (losses.py), the weight formulas (rollout_correction.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..logprobs import TokenBatch, token_logprobs, trim_padding
+from ..models import autocast
+from ..rollout_correction import correct
+
+
+@torch.no_grad()
+def trainer_logprobs(model, tokens: TokenBatch, temperature: float, bf16: bool, batch_size: int = 64) -> torch.Tensor:
+    """log pi_old(y_t | x, y_<t) under the trainer's current weights for every row. (n, Tc)"""
+    out = torch.zeros_like(tokens.logp_old)
+    for i in range(0, len(tokens), batch_size):
+        sl = slice(i, i + batch_size)
+        p_ids, p_mask, c_ids, c_mask = trim_padding(tokens.p_ids[sl], tokens.p_mask[sl], tokens.c_ids[sl],
+                                                    tokens.c_mask[sl])
+        with autocast(bf16, model):
+            lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=temperature)
+        out[sl, :lp.shape[1]] = lp.float()
+    return out
+
+
+def correct_batch(run, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor | None, dict[str, float]]:
+    """(tokens with the trainer's pi_old, the importance weights, metrics); unchanged tokens and None for `none`."""
+    mode = run.rl.correction
+    if mode == "none":
+        return tokens, None, {}
+    was_training = run.model.training
+    run.model.eval()
+    logp_old = trainer_logprobs(run.model, tokens, run.cfg.generation.temperature or 1.0, run.rl.bf16)
+    run.model.train(was_training)
+    w, metrics = correct(mode, logp_old, tokens.logp_old, tokens.c_mask, run.rl.is_min, run.rl.is_max)
+    return dataclasses.replace(tokens, logp_old=logp_old), w, metrics
