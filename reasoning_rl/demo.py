@@ -20,11 +20,14 @@ def plot(history: list[dict], path: str, acc0: float | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     series = [("reward/mean", "reward (mean over generated samples)"), ("eval/accuracy", "held-out accuracy (greedy)"),
               ("approx_kl", "KL to the sampling policy (k3)"), ("groups/pct_mixed", "mixed-group fraction")]
     if any("kl" in h for h in history):  # beta > 0: the KL to the reference model is the one to watch
         series[2] = ("kl", "KL to the reference model (per token)")
+    if any("rollout/mismatch_kl" in h for h in history):  # an engine that is not the trainer (vllm, openai)
+        series += [("rollout/mismatch_kl", "engine vs trainer mismatch KL (k3, per token)"),
+                   ("rollout/is_weight_max", "largest rollout-correction weight")]
+    fig, axes = plt.subplots(2, len(series) // 2, figsize=(5 * len(series) // 2, 7))
     for ax, (key, title) in zip(axes.flat, series):
         pts = [(h["step"], h[key]) for h in history if key in h]
         if key == "eval/accuracy" and acc0 is not None:

@@ -230,3 +230,16 @@ def test_a_mismatched_engine_is_measured_and_weighed_back(tmp_path, monkeypatch,
     assert all(m["rollout/is_weight_max"] <= 1.5 + 1e-9 for m in h)
     off = config.load(Config, overrides=run + [f"output_dir={tmp_path / 'c'}"])  # auto: none for the hf engine
     assert all("rollout/mismatch_kl" not in m for m in train(off, log=lambda *_: None)[0])
+
+
+def test_the_demo_plot_shows_the_mismatch_when_a_run_has_it(tmp_path):
+    from PIL import Image
+
+    from reasoning_rl.demo import plot
+
+    h = [{"step": i, "reward/mean": 0.1 * i, "groups/pct_mixed": 0.5, "approx_kl": 0.01} for i in range(1, 5)]
+    plot(h, str(tmp_path / "plain.png"), 0.5)
+    plot([dict(x, **{"rollout/mismatch_kl": 0.01, "rollout/is_weight_max": 1.5}) for x in h],
+         str(tmp_path / "engine.png"), 0.5)
+    w_plain, w_engine = Image.open(tmp_path / "plain.png").size[0], Image.open(tmp_path / "engine.png").size[0]
+    assert w_engine > 1.4 * w_plain  # a third column of panels: mismatch KL and the largest weight

@@ -64,12 +64,6 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
     """A real `vllm serve` (dev mode) on loopback: the `openai` engine's samples carry the server's log-probs,
     a weight push through a shared folder makes the server agree with the pushed model, and GRPO runs
     against the server with pushes every 2 rounds (staleness 0, 1, 0, ...)."""
-    import os
-    import signal
-    import socket
-    import time
-    import urllib.request
-
     import torch
 
     from reasoning_rl import config
@@ -78,32 +72,13 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
     from reasoning_rl.models import build_tiny
     from reasoning_rl.rollout import SamplingConfig, logprob_mismatch
     from reasoning_rl.rollout.openai import OpenAIEngine
+    from reasoning_rl.rollout.vllm_server import local_vllm_server
     from reasoning_rl.trainers.grpo import train_grpo
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
     model.save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(tmp_path / "server.log", "w")
-    server = subprocess.Popen([str(VPY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tmp_path / "model"),
-                               "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
-                               "--dtype", "float32", "--max-model-len", "256", "--gpu-memory-utilization", "0.2"],
-                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "VLLM_TARGET_DEVICE": "cpu",
-                                   "VLLM_SERVER_DEV_MODE": "1"}, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-    try:
-        deadline = time.time() + 400
-        while True:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                assert time.time() < deadline, "vllm server did not start in 400 s"
-                time.sleep(2)
-        url = f"http://127.0.0.1:{port}/v1"
+    with local_vllm_server(str(VPY), str(tmp_path / "model"), "tiny", str(tmp_path / "server.log")) as url:
         engine = OpenAIEngine(url, "tiny", tokenizer=tok, weights_dir=str(tmp_path / "weights"))
         prompts = ["12+34=", "7*8=", "5-9="]
         groups = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
@@ -129,10 +104,7 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
         assert [h["rollout/staleness"] for h in history] == [0, 1, 0]
         assert ["time/push" in h for h in history] == [False, True, False]
         assert history[0]["rollout/logprob_mismatch_max"] < 1e-3  # the first push gave the server our weights
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
+        # rollout correction is on by default for this engine: measured every round, weights within their cap
+        assert all(h["rollout/mismatch_kl"] >= 0 and h["rollout/is_weight_max"] <= cfg.grpo.is_max for h in history)
+        assert history[0]["rollout/mismatch_kl"] < 1e-4  # fresh weights: the server is the trainer, up to kernels
+

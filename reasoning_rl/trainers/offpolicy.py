@@ -36,13 +36,16 @@ def trainer_logprobs(model, tokens: TokenBatch, temperature: float, bf16: bool, 
 
 
 def correct_batch(run, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor | None, dict[str, float]]:
-    """(tokens with the trainer's pi_old, the importance weights, metrics); unchanged tokens and None for `none`."""
+    """(tokens with the trainer's pi_old, the importance weights, metrics); for `none`, the tokens unchanged and no
+    weights, with the mismatch still measured when the engine is not `hf`."""
     mode = run.rl.correction
-    if mode == "none":
-        return tokens, None, {}
+    if mode == "none" and run.rl.engine == "hf":
+        return tokens, None, {}  # the sampler is the trainer: nothing to measure or correct
     was_training = run.model.training
     run.model.eval()
     logp_old = trainer_logprobs(run.model, tokens, run.cfg.generation.temperature or 1.0, run.rl.bf16)
     run.model.train(was_training)
     w, metrics = correct(mode, logp_old, tokens.logp_old, tokens.c_mask, run.rl.is_min, run.rl.is_max)
+    if mode == "none":  # another engine, uncorrected: the mismatch is measured, the batch trains as sampled
+        return tokens, None, metrics
     return dataclasses.replace(tokens, logp_old=logp_old), w, metrics
