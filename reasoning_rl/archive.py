@@ -1,27 +1,38 @@
 """The rollout archive: every verified sample of a run, one JSON line each, for re-verification and pairing.
 
 A line holds the step, prompt id, prompt, task (reference answer etc.), the sample's index in
-its group, text, token count, finish reason, and every verdict (status, score, detail).
+its group, text, token count, finish reason, and every verdict (status, score, detail), and the
+provenance of each verdict: its verifier's version and a hash of the options it was called with
+(`provenance`), so a later `reasoning-rl reverify` can say which versions disagree.
 `read_archive` rebuilds the `Group`s (one per step and prompt), so `reasoning-rl pairs --archive`
 can build preference pairs from a finished training run. Standard library only.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Iterable, TextIO
 
 from .types import Group, Sample, Status, Verdict
 
 
-def write_groups(f: TextIO, groups: Iterable[Group], step: int) -> int:
+def options_hash(options: dict) -> str:
+    """A short stable hash of a verifier call's options (sorted JSON; non-JSON values by their repr)."""
+    return hashlib.sha256(json.dumps(options, sort_keys=True, default=repr).encode()).hexdigest()[:12]
+
+
+def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict | None = None) -> int:
+    """One line per sample; `provenance` maps a verifier name to {"version", "options_hash"}."""
     n = 0
     for g in groups:
         for i, s in enumerate(g.samples):
-            f.write(json.dumps({
-                "step": step, "prompt_id": g.prompt_id, "prompt": g.prompt, "task": dict(g.task), "index": i,
-                "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
-                "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
-                             for k, v in s.verdicts.items()}}, ensure_ascii=False) + "\n")
+            line = {"step": step, "prompt_id": g.prompt_id, "prompt": g.prompt, "task": dict(g.task), "index": i,
+                    "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
+                    "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
+                                 for k, v in s.verdicts.items()}}
+            if provenance:
+                line["provenance"] = {k: provenance[k] for k in s.verdicts if k in provenance}
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
             n += 1
     return n
 

@@ -319,6 +319,30 @@ def cmd_task_check(args) -> int:
     return 0
 
 
+def cmd_reverify(args) -> int:
+    import os
+
+    import verifiers
+
+    from .reverify import format_table, reverify, write_report
+
+    if not os.path.isdir(args.run_dir):
+        raise UserError(f"reverify: {args.run_dir!r} is not a directory (a training run's)")
+    try:
+        options = json.loads(args.options) if args.options else {}
+    except json.JSONDecodeError as e:
+        raise UserError(f"--options: not valid JSON ({e.msg}): {args.options!r}") from None
+    if not isinstance(options, dict):
+        raise UserError(f"--options: must be a JSON object, got {args.options!r}")
+    with verifiers.VerifierPool(num_workers=args.workers) as pool:
+        rep = reverify(args.run_dir, args.verifier, options, pool=pool)
+    out = args.output or os.path.join(args.run_dir, "reverify")
+    write_report(rep, out)
+    print(format_table(rep))
+    print(f"written: {out}/flips.jsonl, summary.json, reward.png")
+    return 0
+
+
 def cmd_demo(args) -> int:
     cfg = load_config(args)
     check_model(cfg)
@@ -450,6 +474,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--probe", type=NONNEG_INT, default=200, help="references per split each reward term is probed on")
     q.add_argument("--json", action="store_true", help="print JSON instead of text")
     q.set_defaults(func=cmd_task_check)
+
+    p = cmd(sub, "reverify", "re-score a run's archived samples with the current (or another) verifier and report "
+                             "the verdicts that flip", "reasoning-rl reverify runs/grpo-<time> --verifier math")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a training run's directory (archive.jsonl, task.json)")
+    p.add_argument("--verifier", help="re-score the outcome with this verifier instead of the run's own terms")
+    p.add_argument("--options", help="JSON options for --verifier, e.g. '{\"timeout\": 10}'")
+    p.add_argument("--workers", type=POS_INT, default=2, help="verifier worker processes")
+    p.add_argument("--output", "-o", help="report directory (default: RUN_DIR/reverify)")
+    p.set_defaults(func=cmd_reverify)
 
     _add_data_commands(sub)
     _add_train_commands(sub)

@@ -325,6 +325,29 @@ class PPOConfig(RLConfig):
 
 
 @dataclass(frozen=True)
+class MonitorConfig:
+    """Reward-hacking monitors of the RL trainers (reasoning_rl/trainers/monitors.py): each a metric per round and
+    an ALERT line in the log when it crosses its threshold."""
+    second_opinion: str = knob("", "an independent verifier that re-checks a sample of each round's passing "
+                                   "completions (e.g. math_verify, exact, judge); empty = off")
+    sample: int = knob(32, "passing completions the second opinion re-checks per round", min=1)
+    disagreement_max: float = knob(0.2, "alert when a larger share of the re-checked passes fails the second "
+                                        "opinion", min=0.0, max=1.0)
+    window: int = knob(4, "rounds (held-out evaluations for reward vs held-out) a trend is measured over", min=2)
+    reward_rise_min: float = knob(0.1, "alert when the training reward rises by more than this over the window "
+                                       "while held-out accuracy does not rise", min=0.0)
+    category_shift_max: float = knob(0.25, "alert when one way of passing (the math verifier's extraction path, "
+                                           "the code verdict's kind) takes this much more of the passes than over "
+                                           "the window before", min=0.0, max=1.0)
+    masked_shift_max: float = knob(0.1, "alert when the share of a masked status rises this much above the window "
+                                        "before", min=0.0, max=1.0)
+    drift_max: float = knob(0.5, "alert when the mean completion length moves by this fraction over the window "
+                                 "(or a format term's mean score by this much) while the outcome's pass rate moves by "
+                                 "less than 0.05", min=0.0)
+    stop_on_alert: bool = knob(False, "stop the run at the first alert, after writing a checkpoint")
+
+
+@dataclass(frozen=True)
 class DPOConfig:
     backend: Literal["ours", "trl"] = knob("ours", "ours | trl (TRL's DPOTrainer on the same dataset)")
     beta: float = knob(0.1, "DPO temperature beta", min=0.0)
@@ -354,6 +377,7 @@ class Config:
     ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training, critic + GAE (RLConfig's knobs + its own)")
     prm: PRMTrainConfig = knob(default_factory=PRMTrainConfig, help="the tiny process reward model")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")
+    monitor: MonitorConfig = knob(default_factory=MonitorConfig, help="reward-hacking monitors during RL training")
 
     # keys that moved: a config that still uses one is told where it went
     MOVED: ClassVar[dict[str, str]] = {

@@ -77,6 +77,20 @@ METRICS: tuple[Metric, ...] = (
            "it applies to"),
     Metric("rollout/is_weight_min", "weight", BOTH, "smallest such weight"),
     Metric("rollout/is_weight_max", "weight", BOTH, "largest such weight (never above is_max)"),
+    Metric("monitor/disagreement", "fraction", BOTH, "share of a sample of this round's passes that the second "
+           "opinion (monitor.second_opinion) does not pass"),
+    Metric("monitor/second_opinion_masked", "samples", BOTH, "re-checked passes the second opinion masked"),
+    Metric("monitor/pass_share/<category>", "fraction", BOTH, "share of this round's passes won one way (the math "
+           "verifier's extraction path: boxed, last number, ...)"),
+    Metric("monitor/masked/<status>", "fraction", BOTH, "share of this round's samples whose outcome was masked "
+           "with that status"),
+    Metric("monitor/length_drift", "fraction", BOTH, "relative change of the mean completion length over "
+           "monitor.window rounds"),
+    Metric("monitor/term_drift/<verifier>", "score", BOTH, "change of a non-outcome reward term's mean score over "
+           "monitor.window rounds"),
+    Metric("monitor/reward_heldout_gap", "reward", BOTH, "rise of the training reward minus rise of held-out "
+           "accuracy over monitor.window evaluations"),
+    Metric("monitor/alerts", "alerts", BOTH, "alerts raised this round (each an ALERT line in the log)"),
     Metric("reward/overlong", "reward", "grpo", "mean soft overlong penalty added to the rewards (grpo.overlong_buffer)"),
     Metric("entropy/coef", "coefficient", "grpo", "the entropy bonus coefficient this round (adapted towards "
            "grpo.entropy_target)"),

@@ -293,6 +293,15 @@ class Task:
         verdicts = self.verify(self.outcome_reward(), rows, completions, pool=pool)
         return sum(bool(v[self.outcome].passed) for v in verdicts) / len(rows)
 
+    def describe(self, reward: verifiers.Reward) -> dict:
+        """What a run records in task.json: how samples were checked and by which verifiers (reverify reads it)."""
+        from .archive import options_hash
+
+        return {"source": self.source, "outcome": self.outcome, "checked": self.checked,
+                "terms": [{"verifier": t.verifier, "weight": t.weight, "options": dict(t.options),
+                           "version": verifiers.get(t.verifier).version, "options_hash": options_hash(dict(t.options))}
+                          for t in reward.terms]}
+
     def rows(self, split: str) -> list[dict]:
         """"train", "test" (the held-out split) or "all" (both)."""
         if split == "test" and not self.test:

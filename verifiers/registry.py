@@ -43,10 +43,11 @@ def _builtins() -> list[Verifier]:
     from .format import Boxed, Repetition, SoftLength, ThinkAnswer
     from .math_verifier import MathVerifier
     from .math_verify_verifier import MathVerifyVerifier
+    from .lenient import ContainsAnswer
     from .route import Route
 
     return [ExactMatch(), MathVerifier(), MathVerifyVerifier(), CodeVerifier(), JudgeVerifier(), ThinkAnswer(), Boxed(),
-            SoftLength(), Repetition(), Route(get)]
+            SoftLength(), Repetition(), Route(get), ContainsAnswer()]
 
 
 def _instantiate(obj):

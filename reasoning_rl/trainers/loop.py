@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import random
 import time
@@ -50,6 +51,7 @@ from ..task_check import require_parseable
 from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .metrics import MetricsWriter
+from .monitors import Monitors
 from .rounds import Rounds, SandboxTally, make_engine, round_metrics
 
 
@@ -101,6 +103,8 @@ class Run:
     prompts_here: int  # this rank's share of prompts_per_step
     writer: Any = None
     history: list[dict] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # verifier -> {version, options_hash}, for the archive
+    monitors: Any = None  # reward-hacking monitors (monitors.py)
 
     @property
     def model(self) -> Any:
@@ -174,6 +178,13 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
               task.rows("test")[:cfg.eval.size], prompts_here)
     extra_nets, run.states = algo.setup(run)
     run.nets.extend(extra_nets)
+    run.monitors = Monitors(cfg.monitor, task, reward, cfg.seed)
+    described = task.describe(reward)
+    run.provenance = {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]}
+                      for t in described["terms"]}
+    if ranks.main:
+        with open(run.path("task.json"), "w") as f:  # how this run's samples were checked (reverify reads it)
+            json.dump(described, f, indent=1)
     return run
 
 
@@ -272,7 +283,7 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
     if run.ranks.main:
         run.ledger.update(generated, rounds.reward.outcome, step, retire_after=run.rl.retire_after or None)
         with open(run.logs[1], "a", encoding="utf-8") as af:
-            write_groups(af, generated, step)
+            write_groups(af, generated, step, run.provenance)
     m = {"step": step, **round_metrics(generated, rounds.reward), **refill.metrics()}
     m.update(tally.metrics(generated))  # what the sandbox did this step, if a verifier ran one
     m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
@@ -285,6 +296,8 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
     # updates the sampling weights lagged behind the trained ones this round (0 = on-policy)
     m["rollout/staleness"] = 0 if run.rl.engine == "hf" else (step - 1) % run.rl.push_every
     m["curriculum/retired"] = run.ledger.retired_count()
+    if run.ranks.main:
+        m.update(run.monitors.observe(step, generated, m, run.pool))
     return m
 
 
@@ -315,13 +328,21 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
             m = _round(run, algo, step, tally)
             if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
                 m["eval/accuracy"] = run.evaluate()
+                m.update(run.monitors.heldout(m))
+            alerts = run.monitors.pop_alerts()
             run.history.append(m)
             run.writer.write(m)
             if on_step:
                 on_step(m)
             run.log(_log_line(m, rl.steps))
-            if rl.checkpoint_every and step % rl.checkpoint_every == 0 and run.ranks.main:
+            for a in alerts:
+                run.log(f"ALERT step {step}: {a}")
+            stop = bool(alerts) and cfg.monitor.stop_on_alert
+            if run.ranks.main and (stop or rl.checkpoint_every and step % rl.checkpoint_every == 0):
                 _checkpoint(run, step)
+            if stop:
+                run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
+                break
     finally:
         run.rounds.close()
         run.pool.close()

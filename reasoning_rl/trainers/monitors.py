@@ -1,0 +1,156 @@
+"""Reward-hacking monitors: signs that a policy is winning its reward without doing the task.
+
+    Monitors(cfg.monitor, task, reward).observe(step, groups, m, pool) -> metrics   every round
+    Monitors.heldout(m) -> metrics                                                   at each held-out evaluation
+    Monitors.pop_alerts() -> ["monitor/...: what crossed what", ...]
+
+Each monitor is a metric per round and an alert when it crosses its threshold (the `monitor` config section):
+
+    second opinion     monitor/disagreement: the share of a sample of this round's passing completions that an
+                       independent verifier (`monitor.second_opinion`) does not pass
+    reward vs held-out monitor/reward_heldout_gap: the rise of the training reward over the last `window`
+                       evaluations minus the rise of held-out accuracy (through the outcome verifier); alert when
+                       the reward rose by more than reward_rise_min and held-out accuracy did not rise
+    how passes are won monitor/pass_share/<category>: the share of passes per kind of verdict (the math verifier's
+                       extraction path, "boxed", "last number", ...; for other verifiers the detail's parenthesised
+                       kind or first word), and monitor/masked/<status>: the masked share per status, each against
+                       its own mean over the `window` rounds before
+    shape drift        monitor/length_drift: the relative change of the mean completion length over the window, and
+                       monitor/term_drift/<term> for the other reward terms, alerting when they move while the
+                       outcome's pass rate does not
+
+Not here: re-scoring a finished run (reverify.py), stopping the run (the loop, on `monitor.stop_on_alert`).
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, deque
+
+import verifiers
+
+from ..configs import MonitorConfig
+from ..task import Task
+from ..types import Group, Status
+
+_KIND = re.compile(r"\(([a-z][a-z ]{1,30})\)")
+
+
+def pass_category(detail: str) -> str:
+    """The kind of a passing verdict: its detail's first parenthesised phrase ("'12' (last number) == '12'" ->
+    "last number"), else its first word ("5/5 tests passed" -> "tests")."""
+    m = _KIND.search(detail)
+    if m:
+        return m.group(1)
+    words = [w for w in re.split(r"[^a-z]+", detail.lower()) if w]
+    return words[0] if words else "unknown"
+
+
+class Monitors:
+    def __init__(self, cfg: MonitorConfig, task: Task, reward: verifiers.Reward, seed: int = 0) -> None:
+        self.cfg, self.task, self.reward = cfg, task, reward
+        self.rng = random.Random(seed + 104729)
+        self.alerts: list[str] = []
+        w = cfg.window
+        self.rounds: deque = deque(maxlen=w + 1)  # per round: pass share per category, masked share, lengths, terms
+        self.evals: deque = deque(maxlen=w)  # (reward over the rounds since the last evaluation, held-out accuracy)
+        self.since_eval: list[float] = []
+        if cfg.second_opinion:
+            verifiers.get(cfg.second_opinion)  # an unknown name fails before training
+
+    def _alert(self, text: str) -> None:
+        self.alerts.append(text)
+
+    def pop_alerts(self) -> list[str]:
+        out, self.alerts = self.alerts, []
+        return out
+
+    # ------------------------------------------------------------ every round
+    def observe(self, step: int, groups: list[Group], m: dict, pool=None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        samples = [(g, s) for g in groups for s in g.samples]
+        outcome = self.reward.outcome
+        passes = [(g, s) for g, s in samples if s.outcome(outcome)]
+        if self.cfg.second_opinion and passes:
+            out.update(self._second_opinion(passes, pool))
+        now = {"cat": Counter(pass_category(s.verdicts[outcome].detail) for _, s in passes),
+               "n_pass": len(passes),
+               "masked": Counter(s.verdicts[outcome].status.value for _, s in samples if s.verdicts[outcome].masked),
+               "n": len(samples), "length": m.get("completions/mean_length", 0.0),
+               "pass_rate": len(passes) / max(1, sum(s.outcome(outcome) is not None for _, s in samples)),
+               "terms": {t.verifier: m[f"reward/term/{t.verifier}"] for t in self.reward.terms
+                         if t.verifier != outcome and f"reward/term/{t.verifier}" in m}}
+        out.update(self._shares(now))
+        out.update(self._drift(now))
+        self.rounds.append(now)
+        self.since_eval.append(m.get("reward/mean", 0.0))
+        out["monitor/alerts"] = float(len(self.alerts))
+        return out
+
+    def _second_opinion(self, passes, pool) -> dict[str, float]:
+        picked = passes if len(passes) <= self.cfg.sample else self.rng.sample(passes, self.cfg.sample)
+        rows = [dict(g.task, prompt=g.prompt) for g, _ in picked]
+        name = self.cfg.second_opinion
+        verdicts = [v[name] for v in self.task.verify(verifiers.Reward.single(name), rows, [s.text for _, s in picked],
+                                                      pool=pool)]
+        scored = [v for v in verdicts if not v.masked]
+        rate = sum(not v.passed for v in scored) / len(scored) if scored else 0.0
+        if scored and rate > self.cfg.disagreement_max:
+            self._alert(f"monitor/disagreement: {rate:.2f} of {len(scored)} passes re-checked by {name!r} fail it "
+                        f"(threshold {self.cfg.disagreement_max})")
+        return {"monitor/disagreement": rate, "monitor/second_opinion_masked": float(len(verdicts) - len(scored))}
+
+    def _shares(self, now: dict) -> dict[str, float]:
+        out = {}
+        before = list(self.rounds)[-self.cfg.window:]
+        for cat, n in now["cat"].items():
+            share = n / max(1, now["n_pass"])
+            out[f"monitor/pass_share/{cat}"] = share
+            if len(before) == self.cfg.window:
+                past = sum(r["cat"].get(cat, 0) / max(1, r["n_pass"]) for r in before) / len(before)
+                if share - past > self.cfg.category_shift_max:
+                    self._alert(f"monitor/pass_share/{cat}: {share:.2f} of passes, {past:.2f} over the "
+                                f"{len(before)} rounds before (threshold +{self.cfg.category_shift_max})")
+        for status in (Status.ABSTAIN.value, Status.TIMEOUT.value, Status.ERROR.value):
+            share = now["masked"].get(status, 0) / max(1, now["n"])
+            out[f"monitor/masked/{status}"] = share
+            if len(before) == self.cfg.window:
+                past = sum(r["masked"].get(status, 0) / max(1, r["n"]) for r in before) / len(before)
+                if share - past > self.cfg.masked_shift_max:
+                    self._alert(f"monitor/masked/{status}: {share:.2f} of samples, {past:.2f} before")
+        return out
+
+    def _drift(self, now: dict) -> dict[str, float]:
+        if len(self.rounds) < self.cfg.window:
+            return {}
+        then = list(self.rounds)[-self.cfg.window]
+        steady = abs(now["pass_rate"] - then["pass_rate"]) < 0.05
+        drift = abs(now["length"] - then["length"]) / max(1.0, then["length"])
+        out = {"monitor/length_drift": drift}
+        if drift > self.cfg.drift_max and steady:
+            self._alert(f"monitor/length_drift: mean length {then['length']:.1f} -> {now['length']:.1f} tokens while "
+                        f"the pass rate stayed at {now['pass_rate']:.2f}")
+        for term, v in now["terms"].items():
+            if term in then["terms"]:
+                d = v - then["terms"][term]
+                out[f"monitor/term_drift/{term}"] = d
+                if abs(d) > self.cfg.drift_max and steady:
+                    self._alert(f"monitor/term_drift/{term}: {then['terms'][term]:.2f} -> {v:.2f} while the pass "
+                                f"rate stayed at {now['pass_rate']:.2f}")
+        return out
+
+    # ------------------------------------------------------------ at each held-out evaluation
+    def heldout(self, m: dict) -> dict[str, float]:
+        if "eval/accuracy" not in m:
+            return {}
+        reward = sum(self.since_eval) / len(self.since_eval) if self.since_eval else 0.0
+        self.since_eval = []
+        self.evals.append((reward, m["eval/accuracy"]))
+        if len(self.evals) < 2:
+            return {}
+        (r0, a0), (r1, a1) = self.evals[0], self.evals[-1]
+        gap = (r1 - r0) - (a1 - a0)
+        if len(self.evals) == self.cfg.window and r1 - r0 > self.cfg.reward_rise_min and a1 <= a0:
+            self._alert(f"monitor/reward_heldout_gap: reward {r0:.3f} -> {r1:.3f} while held-out accuracy "
+                        f"{a0:.3f} -> {a1:.3f} over {len(self.evals)} evaluations")
+        return {"monitor/reward_heldout_gap": gap}

@@ -1,0 +1,134 @@
+"""Reward-hacking monitors on rounds built from real verdicts, and `reverify` on real training runs."""
+import json
+import subprocess
+
+import pytest
+
+import verifiers
+from reasoning_rl import config
+from reasoning_rl.configs import Config, MonitorConfig
+from reasoning_rl.task import Task
+from reasoning_rl.trainers.monitors import Monitors, pass_category
+from reasoning_rl.types import Group, Sample
+
+from .conftest import PY, ROOT, run_env
+
+# (a verdict's detail, the kind of pass it is)
+CATEGORIES = [
+    ("'132' (last number) == '132'", "last number"),
+    ("'7' (boxed) == '7'", "boxed"),
+    ("'132' found (anywhere)", "anywhere"),
+    ("5/5 tests passed", "tests"),
+    ("", "unknown"),
+]
+
+
+@pytest.mark.parametrize("detail,kind", CATEGORIES)
+def test_pass_categories(detail, kind):
+    assert pass_category(detail) == kind
+
+
+def _task(outcome="math"):
+    return Task.from_config(config.load(Config, overrides=["tasks.num_train=20", "tasks.num_test=5",
+                                                           f"tasks.outcome={outcome}"]).tasks)
+
+
+def _round(task, reward, texts_for):
+    """Groups of real rows, each sample verified by the reward: texts_for(answer) -> completions."""
+    rows = task.train[:6]
+    groups = [Group(r["prompt_id"], r["prompt"], {k: v for k, v in r.items() if k not in ("prompt", "prompt_id")},
+                    [Sample(t, (1,) * len(t), (0.0,) * len(t), "stop") for t in texts_for(r["answer"])]) for r in rows]
+    flat = [(g, s) for g in groups for s in g.samples]
+    verdicts = iter(task.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat]))
+    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples]) for g in groups]
+
+
+def test_a_second_opinion_flags_passes_the_lenient_verifier_gives_and_not_honest_ones():
+    cfg = MonitorConfig(second_opinion="exact", disagreement_max=0.2)
+    lenient = _task("contains_answer")
+    reward = verifiers.Reward.single("contains_answer")
+    mon = Monitors(cfg, lenient, reward)
+    m = mon.observe(1, _round(lenient, reward, lambda a: [a + "0", "x " + a + " y", a]), {})
+    assert m["monitor/disagreement"] == pytest.approx(2 / 3) and len(mon.pop_alerts()) == 1
+    honest = _task("math")
+    mon = Monitors(cfg, honest, verifiers.Reward.single("math"))
+    m = mon.observe(1, _round(honest, verifiers.Reward.single("math"), lambda a: [a, "\n1+1=2\n" + a, "wrong"]), {})
+    assert m["monitor/disagreement"] == 0.0 and mon.pop_alerts() == []
+
+
+def test_a_new_way_of_passing_is_flagged_against_its_own_history():
+    task = _task("contains_answer")
+    reward = verifiers.Reward.single("contains_answer")
+    mon = Monitors(MonitorConfig(window=2, category_shift_max=0.25), task, reward)
+    for step in (1, 2):  # the verdicts' kind never changes: quiet
+        mon.observe(step, _round(task, reward, lambda a: [a, a]), {})
+    assert mon.pop_alerts() == []
+    # the math verifier names its extraction path: a round won by "last number" after rounds won otherwise
+    math_task = _task("math")
+    r = verifiers.Reward.single("math")
+    mon = Monitors(MonitorConfig(window=2, category_shift_max=0.25), math_task, r)
+    for step in (1, 2):
+        mon.observe(step, _round(math_task, r, lambda a: [f"\\boxed{{{a}}}"] * 2), {})
+    m = mon.observe(3, _round(math_task, r, lambda a: [f"the sum: 5, 9, and then {a}"] * 2), {})
+    assert m["monitor/pass_share/last number"] == 1.0
+    assert any("pass_share/last number" in a for a in mon.pop_alerts())
+
+
+def test_reward_rising_while_heldout_stays_flat_is_flagged():
+    task = _task()
+    mon = Monitors(MonitorConfig(window=3, reward_rise_min=0.1), task, verifiers.Reward.single("math"))
+    for reward, acc in ((0.5, 0.6), (0.6, 0.6), (0.75, 0.59)):
+        mon.since_eval = [reward]
+        m = mon.heldout({"eval/accuracy": acc})
+    assert m["monitor/reward_heldout_gap"] == pytest.approx(0.25 + 0.01)
+    assert any("reward_heldout_gap" in a for a in mon.pop_alerts())
+    quiet = Monitors(MonitorConfig(window=3, reward_rise_min=0.1), task, verifiers.Reward.single("math"))
+    for reward, acc in ((0.5, 0.6), (0.6, 0.7), (0.75, 0.8)):  # held-out rises with the reward
+        quiet.since_eval = [reward]
+        quiet.heldout({"eval/accuracy": acc})
+    assert quiet.pop_alerts() == []
+
+
+def test_length_drift_without_outcome_change_is_flagged():
+    task = _task()
+    r = verifiers.Reward.single("math")
+    mon = Monitors(MonitorConfig(window=2, drift_max=0.5), task, r)
+    for step, length in ((1, 10.0), (2, 10.0), (3, 30.0)):
+        m = mon.observe(step, _round(task, r, lambda a: [a, "no"]), {"completions/mean_length": length})
+    assert m["monitor/length_drift"] == pytest.approx(2.0)
+    assert any("length_drift" in a for a in mon.pop_alerts())
+
+
+RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2", "grpo.prompts_per_step=4",
+       "grpo.group_size=4", "grpo.filter_mixed=false", "eval.size=4", "grpo.train_prompts=16",
+       "generation.max_tokens=6", "grpo.verifier_workers=1", "grpo.checkpoint_every=0"]
+
+
+@pytest.mark.timeout(600)
+def test_reverify_flips_nothing_with_the_same_verifiers_and_finds_a_lenient_runs_passes(tmp_path):
+    from reasoning_rl.reverify import reverify
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    honest = tmp_path / "honest"
+    train_grpo(config.load(Config, overrides=RUN + [f"output_dir={honest}"]), log=lambda *_: None)
+    task = json.loads((honest / "task.json").read_text())
+    assert task["outcome"] == "math" and [t["verifier"] for t in task["terms"]] == ["math", "think_answer"]
+    line = json.loads((honest / "archive.jsonl").read_text().splitlines()[0])
+    assert line["provenance"]["math"] == {"version": "1", "options_hash": task["terms"][0]["options_hash"]}
+    rep = reverify(str(honest))
+    assert rep.samples == 32 and sum(rep.flips.values()) == 0
+
+    lenient = tmp_path / "lenient"  # a lenient outcome: rows whose answer appears anywhere pass
+    train_grpo(config.load(Config, overrides=RUN + [f"output_dir={lenient}",
+                                                    "tasks.reward=[{verifier: contains_answer}]"]), log=lambda *_: None)
+    lines = [json.loads(x) for x in (lenient / "archive.jsonl").read_text().splitlines()]
+    fakes = [ln for ln in lines if ln["verdicts"]["contains_answer"]["status"] == "correct"
+             and verifiers.get("math").verify(ln["text"], ln["task"]["reference"], prompt=ln["prompt"]).status.value
+             != "correct"]
+    r = subprocess.run([PY, "-m", "reasoning_rl", "reverify", str(lenient), "--verifier", "math"], capture_output=True,
+                       text=True, env=run_env(), timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((lenient / "reverify" / "summary.json").read_text())
+    assert summary["flips"]["pass->fail"] == len(fakes)  # every pass the honest verifier would not give
+    assert (lenient / "reverify" / "reward.png").is_file() and (lenient / "reverify" / "flips.jsonl").is_file()
+    assert summary["versions"]["math"]["archived_as"] == "contains_answer"
