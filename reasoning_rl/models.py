@@ -7,6 +7,7 @@ or a local HF cache, which is the user's business).
 from __future__ import annotations
 
 from .configs import Config
+from .device import resolve_device  # noqa: F401 - re-exported: models.resolve_device
 from .errors import UserError
 from .sft import build_sft_checkpoint
 from .tiny.model import build_tiny  # noqa: F401 - re-exported: models.build_tiny is the public name
@@ -47,19 +48,6 @@ def check_model_source(name: str) -> None:
     except Exception as e:  # noqa: BLE001 - any failure to reach or find it is the same message to the user
         raise UserError(f"{key}: {name!r} is not a local directory, not in the Hugging Face cache, and the Hub "
                         f"did not answer for it ({type(e).__name__}); download it first or give a local path") from e
-
-
-def resolve_device(spec: str) -> str:
-    """model.device: "auto" is cuda when a GPU is visible, else cpu; anything else as given (checked)."""
-    import torch
-
-    if spec == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if spec.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"model.device: value {spec!r} but no CUDA device is visible (use auto or cpu)")
-    if not (spec == "cpu" or spec == "cuda" or spec.startswith("cuda:") and spec[5:].isdigit() or spec == "mps"):
-        raise UserError(f"model.device: value {spec!r} is not auto, cpu, cuda or cuda:N")
-    return spec
 
 
 def load_policy(cfg: Config, log=print):

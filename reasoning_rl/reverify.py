@@ -28,6 +28,7 @@ import verifiers
 
 from .archive import options_hash
 from .errors import UserError
+from .task_sources import read_rows
 from .types import Status
 
 FLIPS = ("pass->fail", "fail->pass", "scored->masked", "masked->scored")
@@ -75,15 +76,7 @@ def _read(run_dir: str) -> tuple[dict, list[dict]]:
                         "give --verifier to re-score the outcome")
     with open(task_path) as f:
         task = json.load(f)
-    lines = []
-    with open(archive, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    lines.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{archive}:{n}: not valid JSON ({e.msg})") from None
-    return task, lines
+    return task, read_rows(archive)
 
 
 def reverify(run_dir: str, verifier: str | None = None, options: dict | None = None, pool=None,

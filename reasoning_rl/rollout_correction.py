@@ -114,7 +114,7 @@ def geo_mask(logp_old, logp_engine, mask, *, c_min: float = 0.5, c_max: float = 
 def mismatch_kl(logp_old: torch.Tensor, logp_engine: torch.Tensor, mask: torch.Tensor) -> float:
     """k3 estimate of KL(pi_engine || pi_old) per token over samples the engine drew: mean(u - log u - 1) with
     u = pi_old / pi_engine (docs/algorithms.md §kl, §rollout-correction). 0 when the two agree."""
-    log_u = _log_r(logp_old, logp_engine, mask)
+    log_u = _log_r(logp_old, logp_engine, mask).double()  # float64: k3 >= 0 holds to the last digit
     m = mask.to(log_u.dtype)
     return ((torch.exp(log_u) - log_u - 1) * m).sum().item() / max(1.0, m.sum().item())
 

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from .configs import Config
 from .losses import masked_nll
 from .tiny.model import build_tiny
+from .device import resolve_device
 from .tiny.tasks import make_rows, worked_solution
 
 SFT_RECIPE_VERSION = "2"
@@ -143,6 +144,7 @@ def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
     if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
         return out
     model, tok = build_tiny(cfg)
+    model.to(resolve_device(cfg.model.device))  # model.device: a GPU when present
     train_rows, _ = make_rows(cfg.tasks)
     t0 = time.time()
     train_sft(cfg, model, tok, train_rows, log=log)

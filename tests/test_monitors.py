@@ -77,16 +77,18 @@ def test_a_new_way_of_passing_is_flagged_against_its_own_history():
 def test_reward_rising_while_heldout_stays_flat_is_flagged():
     task = _task()
     mon = Monitors(MonitorConfig(window=3, reward_rise_min=0.1), task, verifiers.Reward.single("math"))
-    for reward, acc in ((0.5, 0.6), (0.6, 0.6), (0.75, 0.59)):
+    for reward, acc in ((0.5, 0.6), (0.6, 0.6), (0.75, 0.5)):
         mon.since_eval = [reward]
-        m = mon.heldout({"eval/accuracy": acc})
-    assert m["monitor/reward_heldout_gap"] == pytest.approx(0.25 + 0.01)
+        m = mon.heldout({"eval/accuracy": acc}, 400)
+    assert m["monitor/reward_heldout_gap"] == pytest.approx(0.25 + 0.1)
     assert any("reward_heldout_gap" in a for a in mon.pop_alerts())
-    quiet = Monitors(MonitorConfig(window=3, reward_rise_min=0.1), task, verifiers.Reward.single("math"))
-    for reward, acc in ((0.5, 0.6), (0.6, 0.7), (0.75, 0.8)):  # held-out rises with the reward
-        quiet.since_eval = [reward]
-        quiet.heldout({"eval/accuracy": acc})
-    assert quiet.pop_alerts() == []
+    # held-out rising with the reward, or falling within the noise of 400 prompts (2 s.e. = 0.07 here): quiet
+    for course in (((0.5, 0.6), (0.6, 0.7), (0.75, 0.8)), ((0.5, 0.6), (0.6, 0.6), (0.75, 0.58))):
+        quiet = Monitors(MonitorConfig(window=3, reward_rise_min=0.1), task, verifiers.Reward.single("math"))
+        for reward, acc in course:
+            quiet.since_eval = [reward]
+            quiet.heldout({"eval/accuracy": acc}, 400)
+        assert quiet.pop_alerts() == []
 
 
 def test_length_drift_without_outcome_change_is_flagged():

@@ -328,7 +328,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
             m = _round(run, algo, step, tally)
             if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
                 m["eval/accuracy"] = run.evaluate()
-                m.update(run.monitors.heldout(m))
+                m.update(run.monitors.heldout(m, len(run.evals)))
             alerts = run.monitors.pop_alerts()
             run.history.append(m)
             run.writer.write(m)

@@ -10,7 +10,8 @@ Each monitor is a metric per round and an alert when it crosses its threshold (t
                        independent verifier (`monitor.second_opinion`) does not pass
     reward vs held-out monitor/reward_heldout_gap: the rise of the training reward over the last `window`
                        evaluations minus the rise of held-out accuracy (through the outcome verifier); alert when
-                       the reward rose by more than reward_rise_min and held-out accuracy did not rise
+                       the reward rose by more than reward_rise_min while held-out accuracy fell by more than
+                       two standard errors of the difference of the two evaluations (sampling noise of n prompts)
     how passes are won monitor/pass_share/<category>: the share of passes per kind of verdict (the math verifier's
                        extraction path, "boxed", "last number", ...; for other verifiers the detail's parenthesised
                        kind or first word), and monitor/masked/<status>: the masked share per status, each against
@@ -23,6 +24,7 @@ Not here: re-scoring a finished run (reverify.py), stopping the run (the loop, o
 """
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections import Counter, deque
@@ -140,7 +142,8 @@ class Monitors:
         return out
 
     # ------------------------------------------------------------ at each held-out evaluation
-    def heldout(self, m: dict) -> dict[str, float]:
+    def heldout(self, m: dict, n: int) -> dict[str, float]:
+        """At an evaluation of `n` held-out prompts."""
         if "eval/accuracy" not in m:
             return {}
         reward = sum(self.since_eval) / len(self.since_eval) if self.since_eval else 0.0
@@ -150,7 +153,8 @@ class Monitors:
             return {}
         (r0, a0), (r1, a1) = self.evals[0], self.evals[-1]
         gap = (r1 - r0) - (a1 - a0)
-        if len(self.evals) == self.cfg.window and r1 - r0 > self.cfg.reward_rise_min and a1 <= a0:
-            self._alert(f"monitor/reward_heldout_gap: reward {r0:.3f} -> {r1:.3f} while held-out accuracy "
-                        f"{a0:.3f} -> {a1:.3f} over {len(self.evals)} evaluations")
+        noise = 2 * math.sqrt((a0 * (1 - a0) + a1 * (1 - a1)) / max(1, n))  # 2 s.e. of a difference of accuracies
+        if len(self.evals) == self.cfg.window and r1 - r0 > self.cfg.reward_rise_min and a0 - a1 > noise:
+            self._alert(f"monitor/reward_heldout_gap: reward {r0:.3f} -> {r1:.3f} while held-out accuracy fell "
+                        f"{a0:.3f} -> {a1:.3f} over {len(self.evals)} evaluations (noise +-{noise:.3f})")
         return {"monitor/reward_heldout_gap": gap}
