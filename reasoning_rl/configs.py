@@ -331,8 +331,10 @@ class MonitorConfig:
     second_opinion: str = knob("", "an independent verifier that re-checks a sample of each round's passing "
                                    "completions (e.g. math_verify, exact, judge); empty = off")
     sample: int = knob(32, "passing completions the second opinion re-checks per round", min=1)
-    disagreement_max: float = knob(0.2, "alert when a larger share of the re-checked passes fails the second "
-                                        "opinion", min=0.0, max=1.0)
+    disagreement_max: float = knob(0.2, "alert when, over the last `window` rounds, a larger share of the re-checked "
+                                        "passes fails the second opinion (two honest verifiers can disagree on "
+                                        "short answers: set it above their disagreement on a run you trust)",
+                                   min=0.0, max=1.0)
     window: int = knob(4, "rounds (held-out evaluations for reward vs held-out) a trend is measured over", min=2)
     reward_rise_min: float = knob(0.1, "alert when the training reward rises by more than this over the window "
                                        "while held-out accuracy does not rise", min=0.0)

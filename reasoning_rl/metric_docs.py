@@ -79,6 +79,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/is_weight_max", "weight", BOTH, "largest such weight (never above is_max)"),
     Metric("monitor/disagreement", "fraction", BOTH, "share of a sample of this round's passes that the second "
            "opinion (monitor.second_opinion) does not pass"),
+    Metric("monitor/disagreement_mean", "fraction", BOTH, "its mean over the last monitor.window rounds (what the "
+           "alert reads)"),
     Metric("monitor/second_opinion_masked", "samples", BOTH, "re-checked passes the second opinion masked"),
     Metric("monitor/pass_share/<category>", "fraction", BOTH, "share of this round's passes won one way (the math "
            "verifier's extraction path: boxed, last number, ...)"),

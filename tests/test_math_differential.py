@@ -85,6 +85,11 @@ REAL_OUTPUTS = [
     ("1250", "The total cost is $1,250.\nA: $1,250", Status.CORRECT),
     ("25", "He saves a quarter of it.\nA: 25%", Status.CORRECT),
     ("4007", "The answer is 4,007 dollars.", Status.CORRECT),
+    # a one-line answer with one short word around its number (it fell to "whole output" and did not parse)
+    ("13", "it is 13 apples", Status.CORRECT),
+    ("1250", "so it is 1,250 dollars", Status.CORRECT),
+    ("12", "it is 13 apples", Status.INCORRECT),
+    ("3", "x is 3 or 4", Status.INCORRECT),  # two numbers in the phrase: a hedge, never the last one
     # a bold final number, and a bold answer phrase
     ("7", "Step 1: 3 + 4 = 7\n**7**", Status.CORRECT),
     ("42", "**Final answer:** 42", Status.CORRECT),

@@ -44,15 +44,18 @@ def _round(task, reward, texts_for):
 
 
 def test_a_second_opinion_flags_passes_the_lenient_verifier_gives_and_not_honest_ones():
-    cfg = MonitorConfig(second_opinion="exact", disagreement_max=0.2)
+    cfg = MonitorConfig(second_opinion="exact", disagreement_max=0.2, window=2)
     lenient = _task("contains_answer")
     reward = verifiers.Reward.single("contains_answer")
     mon = Monitors(cfg, lenient, reward)
     m = mon.observe(1, _round(lenient, reward, lambda a: [a + "0", "x " + a + " y", a]), {})
-    assert m["monitor/disagreement"] == pytest.approx(2 / 3) and len(mon.pop_alerts()) == 1
+    assert m["monitor/disagreement"] == pytest.approx(2 / 3) and mon.pop_alerts() == []  # one round: no window yet
+    m = mon.observe(2, _round(lenient, reward, lambda a: [a, a, a]), {})
+    assert m["monitor/disagreement_mean"] == pytest.approx(1 / 3) and len(mon.pop_alerts()) == 1
     honest = _task("math")
     mon = Monitors(cfg, honest, verifiers.Reward.single("math"))
-    m = mon.observe(1, _round(honest, verifiers.Reward.single("math"), lambda a: [a, "\n1+1=2\n" + a, "wrong"]), {})
+    for step in (1, 2):
+        m = mon.observe(step, _round(honest, verifiers.Reward.single("math"), lambda a: [a, "\n1+1=2\n" + a, "x"]), {})
     assert m["monitor/disagreement"] == 0.0 and mon.pop_alerts() == []
 
 
@@ -134,3 +137,19 @@ def test_reverify_flips_nothing_with_the_same_verifiers_and_finds_a_lenient_runs
     assert summary["flips"]["pass->fail"] == len(fakes)  # every pass the honest verifier would not give
     assert (lenient / "reverify" / "reward.png").is_file() and (lenient / "reverify" / "flips.jsonl").is_file()
     assert summary["versions"]["math"]["archived_as"] == "contains_answer"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_reward_hacking_demonstration_alerts_on_the_lenient_run_alone(tmp_path):
+    """bench/reward_hacking.py, shortened: from the SFT start, GRPO on `contains_answer` raises the second-opinion
+    alert; the same run on `math` raises none; reverify with `math` finds the lenient run's false passes, and the
+    honest run re-verified with its own verifiers flips nothing."""
+    r = subprocess.run([PY, "bench/reward_hacking.py", "--steps", "20", "--out", str(tmp_path)], capture_output=True,
+                       text=True, env=run_env(), timeout=1200, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["honest"]["alerts"] == 0 and max(s["honest"]["disagreement"]) == 0.0
+    assert s["exploited"]["first_alert_step"] is not None and s["exploited"]["alerts"] > 0
+    assert s["reverify_exploited_with_math"]["pass->fail"] > 0
+    assert sum(s["reverify_honest_same_verifiers"].values()) == 0

@@ -21,7 +21,8 @@ from reasoning_rl.types import Status, Verdict
 
 from .base import Verifier, VerifierSpec
 from .math_equiv import equivalent
-from .math_extract import MAX_ANSWER_CHARS, TAIL_CHARS, distinct_boxes, extract_answer, extract_choice, is_hedge
+from .math_extract import (_NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, distinct_boxes, extract_answer, extract_choice,
+                           is_hedge)
 from .math_parse import ParseFailure, parse_answer
 
 _GOLD_NEEDS_EXTRACTION = re.compile(r"\\boxed|\\fbox|answer\s*(?:is|:)|<answer>", re.I)
@@ -88,11 +89,15 @@ class MathVerifier(Verifier):
         if len(answer) > MAX_ANSWER_CHARS:
             return Verdict.unparseable(detail=f"answer longer than {MAX_ANSWER_CHARS} characters")
         if is_hedge(answer) and not is_hedge(gold_text):
-            return Verdict.incorrect(detail=f"hedged answer {answer[:60]!r}")
+            return Verdict.incorrect(detail=f"hedged answer {answer[:60]!r} ({how})")
         try:
             pred = parse_answer(answer)
         except ParseFailure as e:
-            return Verdict.unparseable(detail=f"answer {answer[:60]!r} not parseable: {e}")
+            nums = _NUMBER.findall(answer) if how == "whole output" else []
+            if len(nums) != 1:  # "it is 13 apples": one number in a short phrase is the answer; two are not
+                return Verdict.unparseable(detail=f"answer {answer[:60]!r} not parseable: {e}")
+            answer, how = nums[0], "single number in a phrase"
+            pred = parse_answer(answer)
         if equivalent(gold, pred):
             return Verdict.correct(detail=f"{answer[:60]!r} ({how}) == {gold_text[:60]!r}")
         return Verdict.incorrect(detail=f"{answer[:60]!r} ({how}) != {gold_text[:60]!r}")

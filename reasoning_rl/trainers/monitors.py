@@ -7,7 +7,8 @@
 Each monitor is a metric per round and an alert when it crosses its threshold (the `monitor` config section):
 
     second opinion     monitor/disagreement: the share of a sample of this round's passing completions that an
-                       independent verifier (`monitor.second_opinion`) does not pass
+                       independent verifier (`monitor.second_opinion`) does not pass; the alert reads its mean over
+                       the last `window` rounds (a sample of 64 passes moves one round's share by 0.016 a sample)
     reward vs held-out monitor/reward_heldout_gap: the rise of the training reward over the last `window`
                        evaluations minus the rise of held-out accuracy (through the outcome verifier); alert when
                        the reward rose by more than reward_rise_min while held-out accuracy fell by more than
@@ -57,6 +58,7 @@ class Monitors:
         self.rounds: deque = deque(maxlen=w + 1)  # per round: pass share per category, masked share, lengths, terms
         self.evals: deque = deque(maxlen=w)  # (reward over the rounds since the last evaluation, held-out accuracy)
         self.since_eval: list[float] = []
+        self.disagreements: deque = deque(maxlen=cfg.window)
         if cfg.second_opinion:
             verifiers.get(cfg.second_opinion)  # an unknown name fails before training
 
@@ -97,10 +99,15 @@ class Monitors:
                                                       pool=pool)]
         scored = [v for v in verdicts if not v.masked]
         rate = sum(not v.passed for v in scored) / len(scored) if scored else 0.0
-        if scored and rate > self.cfg.disagreement_max:
-            self._alert(f"monitor/disagreement: {rate:.2f} of {len(scored)} passes re-checked by {name!r} fail it "
-                        f"(threshold {self.cfg.disagreement_max})")
-        return {"monitor/disagreement": rate, "monitor/second_opinion_masked": float(len(verdicts) - len(scored))}
+        if scored:
+            self.disagreements.append(rate)
+        mean = sum(self.disagreements) / max(1, len(self.disagreements))
+        if scored and len(self.disagreements) == self.cfg.window and mean > self.cfg.disagreement_max:
+            self._alert(f"monitor/disagreement: {mean:.3f} of the passes re-checked by {name!r} over the last "
+                        f"{self.cfg.window} rounds fail it (this round {rate:.3f} of {len(scored)}; threshold "
+                        f"{self.cfg.disagreement_max})")
+        return {"monitor/disagreement": rate, "monitor/disagreement_mean": mean,
+                "monitor/second_opinion_masked": float(len(verdicts) - len(scored))}
 
     def _shares(self, now: dict) -> dict[str, float]:
         out = {}
