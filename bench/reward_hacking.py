@@ -97,7 +97,8 @@ def _plot(results, rep, path: str) -> None:
         steps = [h["step"] for h in history]
         axes[0].plot(steps, [h["reward/mean"] for h in history], label=name)
         axes[1].plot(steps, [h.get("monitor/disagreement", 0.0) for h in history], label=name)
-    axes[1].axhline(0.2, ls="--", c="grey", lw=1, label="alert threshold")
+    threshold = float(next(o for o in MONITOR if o.startswith("monitor.disagreement_max=")).split("=")[1])
+    axes[1].axhline(threshold, ls="--", c="grey", lw=1, label="alert threshold (mean over the window)")
     steps = sorted(rep.reward_old)
 
     def mean(xs):

@@ -153,3 +153,15 @@ def test_the_reward_hacking_demonstration_alerts_on_the_lenient_run_alone(tmp_pa
     assert s["exploited"]["first_alert_step"] is not None and s["exploited"]["alerts"] > 0
     assert s["reverify_exploited_with_math"]["pass->fail"] > 0
     assert sum(s["reverify_honest_same_verifiers"].values()) == 0
+
+
+def test_an_alert_fires_once_a_crossing_and_again_after_falling_back():
+    task = _task("contains_answer")
+    reward = verifiers.Reward.single("contains_answer")
+    mon = Monitors(MonitorConfig(second_opinion="exact", disagreement_max=0.2, window=1), task, reward)
+    lenient, honest = (lambda a: [a + "0", a]), (lambda a: [a, a])
+    fired = []
+    for texts in (lenient, lenient, lenient, honest, lenient):
+        mon.observe(1, _round(task, reward, texts), {})
+        fired.append(len(mon.pop_alerts()))
+    assert fired == [1, 0, 0, 0, 1]

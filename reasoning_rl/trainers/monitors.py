@@ -2,7 +2,7 @@
 
     Monitors(cfg.monitor, task, reward).observe(step, groups, m, pool) -> metrics   every round
     Monitors.heldout(m) -> metrics                                                   at each held-out evaluation
-    Monitors.pop_alerts() -> ["monitor/...: what crossed what", ...]
+    Monitors.pop_alerts() -> ["monitor/...: what crossed what", ...]   one alert a crossing of a threshold
 
 Each monitor is a metric per round and an alert when it crosses its threshold (the `monitor` config section):
 
@@ -54,6 +54,7 @@ class Monitors:
         self.cfg, self.task, self.reward = cfg, task, reward
         self.rng = random.Random(seed + 104729)
         self.alerts: list[str] = []
+        self.active: set[str] = set()  # monitors above their threshold now (alerted once, re-armed below it)
         w = cfg.window
         self.rounds: deque = deque(maxlen=w + 1)  # per round: pass share per category, masked share, lengths, terms
         self.evals: deque = deque(maxlen=w)  # (reward over the rounds since the last evaluation, held-out accuracy)
@@ -62,8 +63,13 @@ class Monitors:
         if cfg.second_opinion:
             verifiers.get(cfg.second_opinion)  # an unknown name fails before training
 
-    def _alert(self, text: str) -> None:
-        self.alerts.append(text)
+    def _check(self, key: str, crossed: bool, text: str = "") -> None:
+        """An alert when `key` crosses its threshold; none again until it has fallen back below (one line a crossing)."""
+        if crossed and key not in self.active:
+            self.alerts.append(text)
+            self.active.add(key)
+        elif not crossed:
+            self.active.discard(key)
 
     def pop_alerts(self) -> list[str]:
         out, self.alerts = self.alerts, []
@@ -102,10 +108,11 @@ class Monitors:
         if scored:
             self.disagreements.append(rate)
         mean = sum(self.disagreements) / max(1, len(self.disagreements))
-        if scored and len(self.disagreements) == self.cfg.window and mean > self.cfg.disagreement_max:
-            self._alert(f"monitor/disagreement: {mean:.3f} of the passes re-checked by {name!r} over the last "
-                        f"{self.cfg.window} rounds fail it (this round {rate:.3f} of {len(scored)}; threshold "
-                        f"{self.cfg.disagreement_max})")
+        full = len(self.disagreements) == self.cfg.window
+        self._check("disagreement", bool(scored) and full and mean > self.cfg.disagreement_max,
+                    f"monitor/disagreement: {mean:.3f} of the passes re-checked by {name!r} over the last "
+                    f"{self.cfg.window} rounds fail it (this round {rate:.3f} of {len(scored)}; threshold "
+                    f"{self.cfg.disagreement_max})")
         return {"monitor/disagreement": rate, "monitor/disagreement_mean": mean,
                 "monitor/second_opinion_masked": float(len(verdicts) - len(scored))}
 
@@ -117,16 +124,16 @@ class Monitors:
             out[f"monitor/pass_share/{cat}"] = share
             if len(before) == self.cfg.window:
                 past = sum(r["cat"].get(cat, 0) / max(1, r["n_pass"]) for r in before) / len(before)
-                if share - past > self.cfg.category_shift_max:
-                    self._alert(f"monitor/pass_share/{cat}: {share:.2f} of passes, {past:.2f} over the "
-                                f"{len(before)} rounds before (threshold +{self.cfg.category_shift_max})")
+                self._check(f"pass_share/{cat}", share - past > self.cfg.category_shift_max,
+                            f"monitor/pass_share/{cat}: {share:.2f} of passes, {past:.2f} over the {len(before)} "
+                            f"rounds before (threshold +{self.cfg.category_shift_max})")
         for status in (Status.ABSTAIN.value, Status.TIMEOUT.value, Status.ERROR.value):
             share = now["masked"].get(status, 0) / max(1, now["n"])
             out[f"monitor/masked/{status}"] = share
             if len(before) == self.cfg.window:
                 past = sum(r["masked"].get(status, 0) / max(1, r["n"]) for r in before) / len(before)
-                if share - past > self.cfg.masked_shift_max:
-                    self._alert(f"monitor/masked/{status}: {share:.2f} of samples, {past:.2f} before")
+                self._check(f"masked/{status}", share - past > self.cfg.masked_shift_max,
+                            f"monitor/masked/{status}: {share:.2f} of samples, {past:.2f} before")
         return out
 
     def _drift(self, now: dict) -> dict[str, float]:
@@ -136,16 +143,16 @@ class Monitors:
         steady = abs(now["pass_rate"] - then["pass_rate"]) < 0.05
         drift = abs(now["length"] - then["length"]) / max(1.0, then["length"])
         out = {"monitor/length_drift": drift}
-        if drift > self.cfg.drift_max and steady:
-            self._alert(f"monitor/length_drift: mean length {then['length']:.1f} -> {now['length']:.1f} tokens while "
-                        f"the pass rate stayed at {now['pass_rate']:.2f}")
+        self._check("length_drift", drift > self.cfg.drift_max and steady,
+                    f"monitor/length_drift: mean length {then['length']:.1f} -> {now['length']:.1f} tokens while the "
+                    f"pass rate stayed at {now['pass_rate']:.2f}")
         for term, v in now["terms"].items():
             if term in then["terms"]:
                 d = v - then["terms"][term]
                 out[f"monitor/term_drift/{term}"] = d
-                if abs(d) > self.cfg.drift_max and steady:
-                    self._alert(f"monitor/term_drift/{term}: {then['terms'][term]:.2f} -> {v:.2f} while the pass "
-                                f"rate stayed at {now['pass_rate']:.2f}")
+                self._check(f"term_drift/{term}", abs(d) > self.cfg.drift_max and steady,
+                            f"monitor/term_drift/{term}: {then['terms'][term]:.2f} -> {v:.2f} while the pass rate "
+                            f"stayed at {now['pass_rate']:.2f}")
         return out
 
     # ------------------------------------------------------------ at each held-out evaluation
@@ -161,7 +168,7 @@ class Monitors:
         (r0, a0), (r1, a1) = self.evals[0], self.evals[-1]
         gap = (r1 - r0) - (a1 - a0)
         noise = 2 * math.sqrt((a0 * (1 - a0) + a1 * (1 - a1)) / max(1, n))  # 2 s.e. of a difference of accuracies
-        if len(self.evals) == self.cfg.window and r1 - r0 > self.cfg.reward_rise_min and a0 - a1 > noise:
-            self._alert(f"monitor/reward_heldout_gap: reward {r0:.3f} -> {r1:.3f} while held-out accuracy fell "
-                        f"{a0:.3f} -> {a1:.3f} over {len(self.evals)} evaluations (noise +-{noise:.3f})")
+        self._check("reward_heldout_gap", len(self.evals) == self.cfg.window and r1 - r0 > self.cfg.reward_rise_min
+                    and a0 - a1 > noise, f"monitor/reward_heldout_gap: reward {r0:.3f} -> {r1:.3f} while held-out "
+                    f"accuracy fell {a0:.3f} -> {a1:.3f} over {len(self.evals)} evaluations (noise +-{noise:.3f})")
         return {"monitor/reward_heldout_gap": gap}
