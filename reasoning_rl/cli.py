@@ -215,7 +215,12 @@ def cmd_pairs(args) -> int:
 
         if not os.path.isfile(args.archive):
             raise UserError(f"--archive {args.archive!r} is not a file (a training run's archive.jsonl)")
-        outcome = outcome_of(cfg.tasks)  # the task's outcome (code archives pair on `code`)
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.archive)), "task.json")
+        if not args.verifier and os.path.isfile(beside):  # the run recorded its outcome: pair on it
+            with open(beside) as f:
+                outcome = json.load(f)["outcome"]
+        else:
+            outcome = outcome_of(cfg.tasks)  # --verifier, or the configured task's outcome
         verifiers.get(outcome)  # an unknown name: one line listing the valid ones
         pairs, summary = build_pairs(read_archive(args.archive), outcome, pair_cfg, policy=args.archive)
     else:
@@ -403,7 +408,8 @@ def _add_data_commands(sub) -> None:
     p = cmd(sub, "pairs", "sample and verify groups, write a preference dataset (chosen pass, rejected fail)",
              "reasoning-rl pairs --archive runs/g1/archive.jsonl -o out/pairs")
     add_config_args(p)
-    p.add_argument("--archive", help="a training run's archive.jsonl (verified groups); no sampling then")
+    p.add_argument("--archive", help="a training run's archive.jsonl (verified groups; pairs on the outcome its "
+                                      "task.json records unless --verifier); no sampling then")
     add_task_args(p, verifier=True)
     add_split_arg(p, "train")
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")

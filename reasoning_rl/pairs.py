@@ -84,7 +84,8 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
                 "strategy": cfg.strategy}))
     lc = [p.provenance["chosen_length"] for p in pairs]
     lr = [p.provenance["rejected_length"] for p in pairs]
-    summary = {"prompts": len(groups), "mixed_prompts": mixed, "pairs": len(pairs), "strategy": cfg.strategy,
+    summary = {"verifier": outcome, "prompts": len(groups), "mixed_prompts": mixed, "pairs": len(pairs),
+               "strategy": cfg.strategy,
                "chosen_length_mean": sum(lc) / len(lc) if lc else 0.0,
                "rejected_length_mean": sum(lr) / len(lr) if lr else 0.0,
                "abs_length_diff_mean": sum(abs(a - b) for a, b in zip(lc, lr)) / len(lc) if lc else 0.0}

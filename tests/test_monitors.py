@@ -137,6 +137,13 @@ def test_reverify_flips_nothing_with_the_same_verifiers_and_finds_a_lenient_runs
     assert summary["flips"]["pass->fail"] == len(fakes)  # every pass the honest verifier would not give
     assert (lenient / "reverify" / "reward.png").is_file() and (lenient / "reverify" / "flips.jsonl").is_file()
     assert summary["versions"]["math"]["archived_as"] == "contains_answer"
+    # pairs from the archive follow the outcome the run recorded (task.json), not the default `math`
+    r = subprocess.run([PY, "-m", "reasoning_rl", "pairs", "--archive", str(lenient / "archive.jsonl"), "-o",
+                        str(tmp_path / "pairs")], capture_output=True, text=True, env=run_env(), timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["verifier"] == "contains_answer"
+    rows = [json.loads(x) for x in (tmp_path / "pairs" / "pairs.jsonl").read_text().splitlines()]
+    assert {row["verifier"] for row in rows} <= {"contains_answer"}  # (random weights: few or no mixed groups)
 
 
 @pytest.mark.slow
