@@ -211,7 +211,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
 def _extra_states(run: Run) -> dict[str, Any]:
     """What a checkpoint holds beyond the policy: the algorithm's states and every further net's weights,
     optimiser and scheduler."""
-    extra = dict(run.states)
+    extra = dict(run.states, monitors=run.monitors)  # the monitors' history: a resumed run watches the same way
     for n in run.nets[1:]:
         extra.update({n.name: n.module, f"{n.name}_opt": n.opt, f"{n.name}_sched": n.sched})
     return extra

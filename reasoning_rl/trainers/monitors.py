@@ -71,6 +71,20 @@ class Monitors:
         elif not crossed:
             self.active.discard(key)
 
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to watch on the same trajectory (checkpointed with the run)."""
+        return {"rng": self.rng.getstate(), "active": sorted(self.active), "rounds": list(self.rounds),
+                "evals": list(self.evals), "since_eval": list(self.since_eval),
+                "disagreements": list(self.disagreements)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.setstate(state["rng"])
+        self.active = set(state["active"])
+        self.rounds.extend(state["rounds"])
+        self.evals.extend(state["evals"])
+        self.since_eval = list(state["since_eval"])
+        self.disagreements.extend(state["disagreements"])
+
     def pop_alerts(self) -> list[str]:
         out, self.alerts = self.alerts, []
         return out
