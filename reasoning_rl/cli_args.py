@@ -15,6 +15,13 @@ import sys
 from .errors import UserError
 
 
+def set_threads(cfg) -> None:
+    """torch's intra-op threads as the config says (num_threads)."""
+    import torch
+
+    torch.set_num_threads(cfg.num_threads)
+
+
 def add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="YAML or TOML config file")
     p.add_argument("--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
