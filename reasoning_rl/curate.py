@@ -29,9 +29,7 @@ def sample_verified(model, tokenizer, task: Task, rows: Sequence[dict], n: int, 
     for start in range(0, len(rows), batch_prompts):
         chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
         groups = engine.generate(chunk, n, sampling)
-        flat = [(g, s) for g in groups for s in g.samples]
-        verdicts = iter(task.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
-                                    pool=pool))
+        verdicts = iter(task.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
         for g in groups:
             out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples]))
         log(f"sampled and verified {len(out)}/{len(rows)} prompts")

@@ -28,6 +28,7 @@ import verifiers
 
 from .archive import options_hash
 from .errors import UserError
+from .task import checked_text
 from .task_sources import read_rows
 from .types import Status
 
@@ -100,8 +101,7 @@ def reverify(run_dir: str, verifier: str | None = None, options: dict | None = N
 
 
 def _check(rep: Report, lines, task, old_name, new_name, opts, outcome, pool, log) -> None:
-    texts = [ln["task"].get("raw", ln["prompt"]) + ln["text"] if task["checked"] == "prompt+completion" else ln["text"]
-             for ln in lines]
+    texts = [checked_text(task["checked"], ln["task"].get("raw", ln["prompt"]), ln["text"]) for ln in lines]
     refs = [ln["task"].get("refs", {}).get(old_name, ln["task"].get("reference")) for ln in lines]
     reward = verifiers.Reward((verifiers.Term(new_name, 1.0, opts),), new_name)
     new = [v[new_name] for v in reward.verify(texts, refs, [ln["prompt"] for ln in lines], pool=pool)]

@@ -80,7 +80,8 @@ def token_mis(logp_old, logp_engine, mask, *, c_min: float = 0.0, c_max: float =
     """w_t = r_t inside [C_min, C_max], else 0. (B, T) -> (B, T)"""
     r = torch.exp(_log_r(logp_old, logp_engine, mask))
     out = (r < c_min) | (r > c_max)
-    return torch.where(out, torch.zeros_like(r), r), _metrics(torch.where(out, 0.0, r), mask, out, "masked")
+    w = torch.where(out, torch.zeros_like(r), r)
+    return w, _metrics(w, mask, out, "masked")
 
 
 @CORRECTIONS.register("seq_mis")

@@ -274,7 +274,7 @@ class Task:
         return key(completion) if key else completion.strip()
 
     def checked_text(self, row: dict, completion: str) -> str:
-        return row["raw"] + completion if self.checked == "prompt+completion" else completion
+        return checked_text(self.checked, row["raw"], completion)
 
     def verify(self, reward: verifiers.Reward, rows: Sequence[dict], completions: Sequence[str], pool=None):
         """Every term's verdicts for (row, completion) pairs: what training and evaluation both call."""
@@ -282,6 +282,11 @@ class Task:
         term_refs = {t.verifier: [r["refs"].get(t.verifier, r["reference"]) for r in rows] for t in reward.terms}
         return reward.verify(texts, [r["reference"] for r in rows], [r["prompt"] for r in rows], pool=pool,
                              term_references=term_refs)
+
+    def verify_samples(self, reward: verifiers.Reward, flat: Sequence[tuple], pool=None):
+        """`verify` for (group, sample) pairs: each sample against its group's row (the group's task + prompt)."""
+        return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
+                           pool=pool)
 
     def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32) -> float:
         """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
@@ -313,6 +318,12 @@ class Task:
     def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
         for reason, n in sorted(self.dropped.items()):
             log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+
+
+def checked_text(checked: str, raw: str, completion: str) -> str:
+    """What the outcome verifier reads: the completion, or for "prompt+completion" (a code body completing a
+    signature) the raw prompt followed by it. Training, evaluation and `reverify` all read it through here."""
+    return raw + completion if checked == "prompt+completion" else completion
 
 
 def outcome_of(tc: TaskConfig) -> str:

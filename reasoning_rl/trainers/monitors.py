@@ -113,10 +113,8 @@ class Monitors:
 
     def _second_opinion(self, passes, pool) -> dict[str, float]:
         picked = passes if len(passes) <= self.cfg.sample else self.rng.sample(passes, self.cfg.sample)
-        rows = [dict(g.task, prompt=g.prompt) for g, _ in picked]
         name = self.cfg.second_opinion
-        verdicts = [v[name] for v in self.task.verify(verifiers.Reward.single(name), rows, [s.text for _, s in picked],
-                                                      pool=pool)]
+        verdicts = [v[name] for v in self.task.verify_samples(verifiers.Reward.single(name), picked, pool=pool)]
         scored = [v for v in verdicts if not v.masked]
         rate = sum(not v.passed for v in scored) / len(scored) if scored else 0.0
         if scored:

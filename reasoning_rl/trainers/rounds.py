@@ -51,9 +51,7 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
 def attach(groups: list[Group], task: Task, reward: verifiers.Reward, pool) -> list[Group]:
     """Every sample of every group gets its verdicts (one concurrent batch through the pool), each checked as the
     task says (a code body: the raw prompt, its signature, + the completion) against the row's reference."""
-    flat = [(g, s) for g in groups for s in g.samples]
-    rows = [dict(g.task, prompt=g.prompt) for g, _ in flat]
-    verdicts = iter(task.verify(reward, rows, [s.text for _, s in flat], pool=pool))
+    verdicts = iter(task.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
     return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples])
             for g in groups]
 
