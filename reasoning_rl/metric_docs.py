@@ -99,6 +99,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("throughput/tokens_per_s", "tokens/s", BOTH, "generated tokens per second of rollout time"),
     # code verification
     Metric("sandbox/programs", "programs", BOTH, "programs verified this round (computed, not cached)"),
+    Metric("sandbox/level", "level", BOTH, "the weakest sandbox isolation level of the round's programs: 2 full "
+           "(root, cgroups), 1 rootless (user namespaces, rlimits), 0 none (weak isolation allowed)"),
     Metric("sandbox/runs", "runs", BOTH, "sandbox runs this round (one per test run)"),
     Metric("sandbox/wall_s", "seconds", BOTH, "wall time spent in the sandbox this round"),
     Metric("sandbox/leftover_processes", "processes", BOTH,

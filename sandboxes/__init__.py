@@ -23,12 +23,17 @@ Threat model. The program is hostile and knows how this sandbox works. It must n
   * read another run's data: each run is forked from a zygote that never saw any run's
     input, with fresh namespaces and tmpfs.
 
-Not covered: kernel vulnerabilities (no seccomp filter is installed, so the unprivileged
-syscall surface is reachable); side channels (timing, CPU caches); the hash seed, which
-every run shares with the zygote (so `hash(str)` and set order repeat across runs: the
-runs are reproducible, not secret). Isolation needs root with cgroup v1 memory/pids/cpuacct
-controllers (what our machines give); elsewhere the probe reports level "none" and the
-sandbox refuses to run unless weak isolation is explicitly allowed.
+Levels (`_levels.py`, docs/sandbox.md): the above is level "full" (root, cgroups v1 or a
+delegated v2 subtree). Level "rootless" (no root, or no writable cgroup, or a container's root
+without CAP_SYS_ADMIN) builds the same namespaces inside a user namespace of its own and bounds
+memory, CPU and processes per process with rlimits (the process count per run); what that does
+not bound in total is written down in the report. A seccomp deny list (`_seccomp.py`) is added
+at both where the host allows it. Level "none" (no namespaces) is refused unless weak isolation
+is explicitly allowed.
+
+Not covered: kernel vulnerabilities in the syscalls the filter allows; side channels (timing,
+CPU caches); the hash seed, which every run shares with the zygote (so `hash(str)` and set
+order repeat across runs: the runs are reproducible, not secret).
 """
 from .client import CallResult, RunEnded, Sandbox, Session, base_python
 from .limits import LIMIT_NAMES, IsolationError, Limits, RunResult, SandboxError

@@ -14,9 +14,14 @@ What it does:
     host name, then drop to uid/gid 65534 inside a new user namespace with every capability
     and the bounding set dropped and `no_new_privs` set.
 
-What it deliberately does not do: seccomp syscall filtering (the kernel's syscall surface
-stays reachable by an unprivileged uid), and anything for non-root callers (see
-`detect()` in the zygote: without root the sandbox reports a weaker level).
+  * `enter_user_namespace(uid, gid)`: for a caller without root, a user namespace (plus a
+    mount namespace it owns) in which it is uid 0 with capabilities over its own namespaces
+    only: everything above then works the same, and `become_nobody(rootless=True)` maps the
+    program to uid 65534 of one more user namespace on top (host uid: the caller's).
+
+Mounts copied from the host keep their locked flags (nosuid, nodev, noexec, atime): a
+read-only remount restates them, as the kernel requires inside a user namespace.
+Seccomp lives in `_seccomp.py`; limits (cgroups, rlimits) are the zygote's business.
 """
 from __future__ import annotations
 
@@ -97,13 +102,18 @@ def _write(path: str, text: str, mode: int = 0o644) -> None:
         os.close(fd)
 
 
+_LOCKED = ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+
+
 def _bind_ro(source: str, target: str) -> None:
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
     else:
         _write(target, "")
     mount(source, target, None, MS_BIND | MS_REC)
-    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    have = os.statvfs(source).f_flag
+    kept = sum(ms for st, ms in _LOCKED if have & st)  # a user namespace may not clear these
+    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
 
 
 SYSTEM_DIRS = ("usr", "bin", "lib", "lib64", "lib32", "sbin")
@@ -144,11 +154,22 @@ def build_root(root: str, python_prefix: str) -> None:
     mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def enter_run(root: str, disk_mb: int, hostname: str = "sandbox") -> None:
-    """Called in pid 1 of a fresh pid namespace, as root: isolate, pivot, then become nobody."""
+def enter_user_namespace(uid: int, gid: int) -> None:
+    """Become uid/gid 0 of a new user namespace (host ids `uid`/`gid`) with a mount namespace of its own."""
+    unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"0 {uid} 1\n")
+    _write("/proc/self/gid_map", f"0 {gid} 1\n")
+
+
+def enter_run(root: str, disk_mb: int, hostname: str = "sandbox", owner: int = NOBODY) -> None:
+    """Called in pid 1 of a fresh pid namespace, as (namespace) root: isolate and pivot into `root`.
+
+    owner: the uid owning the run's tmpfs, as this namespace numbers it (NOBODY as host root; 0 in a
+    rootless zygote's namespace, which `become_nobody(rootless=True)` then shows as 65534)."""
     unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP)
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    opts = f"size={int(disk_mb)}m,mode=1777,uid={NOBODY},gid={NOBODY}"
+    opts = f"size={int(disk_mb)}m,mode=1777,uid={owner},gid={owner}"
     for point in ("work", "tmp", "dev/shm"):
         mount("tmpfs", os.path.join(root, point), "tmpfs", MS_NOSUID | MS_NODEV, opts)
     mount("proc", os.path.join(root, "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -159,14 +180,19 @@ def enter_run(root: str, disk_mb: int, hostname: str = "sandbox") -> None:
     os.chdir("/work")
 
 
-def become_nobody() -> None:
-    """Drop to uid/gid 65534 (all capabilities cleared), then a user namespace mapping only it."""
-    os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
-    prctl(PR_SET_DUMPABLE, 1)  # a uid change makes /proc/self root-owned; we must write our own maps
+def become_nobody(rootless: bool = False) -> None:
+    """Become uid/gid 65534 of a new user namespace mapping only it, every capability dropped.
+
+    As host root: drop to host uid 65534 first. Rootless (uid 0 of the zygote's user namespace): the
+    new namespace maps 65534 onto that uid 0, so the program's host uid is the caller's."""
+    inner = 0 if rootless else NOBODY
+    if not rootless:
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+        prctl(PR_SET_DUMPABLE, 1)  # a uid change makes /proc/self root-owned; we must write our own maps
     unshare(CLONE_NEWUSER)
-    _write("/proc/self/uid_map", f"{NOBODY} {NOBODY} 1\n")
+    _write("/proc/self/uid_map", f"{NOBODY} {inner} 1\n")
     _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/gid_map", f"{NOBODY} {NOBODY} 1\n")
+    _write("/proc/self/gid_map", f"{NOBODY} {inner} 1\n")
     drop_all_capabilities()

@@ -2,12 +2,13 @@
 
 Process tree (one zygote per sandbox slot; the client is a `sandboxes.Sandbox`):
 
-    client --socket--> Z0 (root, pristine: never reads a request)
+    client --socket--> Z0 (pristine: never reads a request; root, or root of its own user namespace)
                          └─ Z1 (one run: reads the request, supervises, reports, exits)
                               └─ P  (pid 1 of a fresh pid namespace; becomes the candidate)
 
-Z0 builds the read-only root once, then keeps one Z1 forked and waiting; Z1 takes the next
-request, creates the run's control groups, forks P into a new pid namespace, lets it go
+Z0 finds the best isolation level the host gives (`_levels.py`) and builds the read-only
+root once, then keeps one Z1 forked and waiting; Z1 takes the next
+request, creates the run's control groups (where there are any), forks P into a new pid namespace, lets it go
 once it is inside the cgroups, then streams its output (capped), relays calls in `serve`
 mode, enforces wall and CPU time, kills the whole namespace at the end (every descendant
 dies with its pid 1), checks the cgroups are empty, removes them and answers. Because Z1 is
@@ -27,9 +28,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import resource as r  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
 import _harness  # noqa: E402
 import _isolate  # noqa: E402
-from _cgroup import BASES, CONTROLLERS, Cgroup  # noqa: E402
+import _levels  # noqa: E402
+import _seccomp  # noqa: E402
 import _wire  # noqa: E402
 
 # Warm the modules candidate programs import most, once; every run gets them for free (copy-on-write).
@@ -38,47 +44,9 @@ for _m in ("json", "re", "math", "collections", "itertools", "functools", "heapq
            "statistics", "unittest", "io", "time", "datetime", "enum", "traceback", "tempfile"):
     __import__(_m)
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 EOF_EXIT = 86  # Z1's exit status when the client closed the socket: Z0 stops too
-ROOT = "/tmp/root"  # inside Z0's private mount namespace only
 SANDBOX_PATH = ["/work"] + [p for p in sys.path if p.startswith(sys.base_prefix)]
-
-
-def detect() -> dict:
-    """What this machine allows, probed for real (a full isolated child is forked and checked)."""
-    report = {"root": os.geteuid() == 0, "cgroup": {}, "namespaces": False, "problems": []}
-    for c in CONTROLLERS:
-        path = os.path.dirname(BASES[c])
-        ok = os.path.isdir(path) and os.access(path, os.W_OK)
-        report["cgroup"][c] = ok
-        if not ok:
-            report["problems"].append(f"cgroup v1 controller {c!r} not writable at {path}")
-    if not report["root"]:
-        report["problems"].append("not running as root: namespaces, cgroups and the uid drop need root")
-    else:
-        try:
-            _isolate.unshare(_isolate.CLONE_NEWNS)
-            _isolate.mount(None, "/", None, _isolate.MS_REC | _isolate.MS_PRIVATE)
-            _isolate.mount("tmpfs", "/tmp", "tmpfs", _isolate.MS_NOSUID | _isolate.MS_NODEV, "size=8m")  # ours only
-            _isolate.build_root(ROOT, sys.base_prefix)
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    _isolate.unshare(_isolate.CLONE_NEWPID)
-                    if os.fork() == 0:
-                        _isolate.enter_run(ROOT, 1)
-                        _isolate.become_nobody()
-                        os._exit(0 if os.getuid() == _isolate.NOBODY and not os.path.exists("/.old/etc") else 2)
-                    os._exit(os.wait()[1] >> 8)
-                except OSError:
-                    os._exit(3)
-            status = os.waitpid(pid, 0)[1]
-            report["namespaces"] = status == 0
-            if status:
-                report["problems"].append(f"isolated probe child failed (status {status})")
-        except OSError as e:
-            report["problems"].append(f"namespaces unavailable: {e}")
-    report["level"] = "full" if report["namespaces"] and all(report["cgroup"].values()) else "none"
-    return report
 
 
 def _limit_from(exit_status: dict, stats: dict, stderr: str, killed: str | None) -> str | None:
@@ -98,37 +66,48 @@ def _limit_from(exit_status: dict, stats: dict, stderr: str, killed: str | None)
     return None
 
 
-def child(req: dict, fds: dict, level: str) -> None:
+def _set_rlimits(lim: dict, mode: dict) -> None:
+    """Per-process limits; without cgroups they are the only memory and process bounds there are."""
+    mb = 1 << 20
+    cpu = max(1, int(lim["cpu_s"] + 0.999))
+    r.setrlimit(r.RLIMIT_CPU, (cpu, cpu + 1))
+    r.setrlimit(r.RLIMIT_FSIZE, (lim["file_size_mb"] * mb,) * 2)
+    r.setrlimit(r.RLIMIT_CORE, (0, 0))
+    r.setrlimit(r.RLIMIT_NOFILE, (lim["open_files"],) * 2)
+    r.setrlimit(r.RLIMIT_AS, ((2 * lim["memory_mb"] + 512) * mb,) * 2)
+    if mode["cgroups"] is None:
+        r.setrlimit(r.RLIMIT_DATA, (lim["memory_mb"] * mb,) * 2)
+
+
+def _drop_privileges(lim: dict, mode: dict) -> None:
+    if mode["level"] != "none":
+        _isolate.become_nobody(rootless=mode["rootless"])
+        os.setsid()
+    elif os.geteuid() == 0:  # weak isolation still never runs the program as root
+        os.setgroups([])
+        os.setresgid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
+        os.setresuid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
+    if mode["cgroups"] is None:  # set after the uid change: the kernel then counts this run's processes only
+        r.setrlimit(r.RLIMIT_NPROC, (lim["processes"],) * 2)
+
+
+def child(req: dict, fds: dict, mode: dict) -> None:
     """P: isolate, set limits, drop privileges, wire up fds, then run the program. Never returns."""
     lim = req["limits"]
     try:
         os.close(fds["go_w"])
         if os.read(fds["go_r"], 1) != b"g":
             os._exit(1)
-        if level == "full":
-            _isolate.enter_run(ROOT, lim["disk_mb"])
+        if mode["level"] != "none":
+            _isolate.enter_run(_levels.ROOT, lim["disk_mb"], owner=0 if mode["rootless"] else _isolate.NOBODY)
         else:
             os.setsid()
             os.chdir(req["scratch"])
         stdin = os.memfd_create("stdin")
         os.write(stdin, req.get("stdin", "").encode())
         os.lseek(stdin, 0, os.SEEK_SET)
-        import resource as r
-        mb = 1 << 20
-        r.setrlimit(r.RLIMIT_CPU, (max(1, int(lim["cpu_s"] + 0.999)), int(lim["cpu_s"]) + 2))
-        r.setrlimit(r.RLIMIT_FSIZE, (lim["file_size_mb"] * mb,) * 2)
-        r.setrlimit(r.RLIMIT_CORE, (0, 0))
-        r.setrlimit(r.RLIMIT_NOFILE, (lim["open_files"],) * 2)
-        r.setrlimit(r.RLIMIT_AS, ((2 * lim["memory_mb"] + 512) * mb,) * 2)
-        if level != "full":
-            r.setrlimit(r.RLIMIT_NPROC, (lim["processes"],) * 2)
-        if level == "full":
-            _isolate.become_nobody()
-            os.setsid()
-        elif os.geteuid() == 0:  # weak isolation still never runs the program as root
-            os.setgroups([])
-            os.setresgid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
-            os.setresuid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
+        _set_rlimits(lim, mode)
+        _drop_privileges(lim, mode)
         _isolate.prctl(_isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
         wanted = {0: stdin, 1: fds["out_w"], 2: fds["err_w"]}
         if req["mode"] == "serve":
@@ -148,6 +127,8 @@ def child(req: dict, fds: dict, level: str) -> None:
         random.seed()
         with open("solution.py", "w") as f:
             f.write(req["code"])
+        if mode["seccomp"]:
+            _seccomp.install()  # last: nothing of ours runs a denied call after this
         os.write(ready, b"r")
         os.close(ready)
     except Exception as e:  # a failed set-up is the sandbox's fault: say so on the ready pipe, never run code
@@ -189,151 +170,203 @@ class _Stream:
         return self.buf.decode("utf-8", "replace")
 
 
-def supervise(sock: int, req: dict, level: str, name: str) -> dict:
-    """Z1: run one request in a fresh isolated child and report what happened."""
-    lim = req["limits"]
-    cg = Cgroup(name) if level == "full" else None
-    if cg:
-        cg.create(lim["memory_mb"] << 20, lim["processes"])
-    else:
-        import tempfile
-        req["scratch"] = tempfile.mkdtemp(prefix="rrl-sandbox-")
-        if os.geteuid() == 0:
-            os.chown(req["scratch"], _isolate.NOBODY, _isolate.NOBODY)  # the program runs as nobody
-    fds = {}
-    for a, b in (("go_r", "go_w"), ("ready_r", "ready_w"), ("out_r", "out_w"), ("err_r", "err_w"),
-                 ("req_r", "req_w"), ("resp_r", "resp_w")):
-        fds[a], fds[b] = os.pipe()
-    if level == "full":
-        _isolate.unshare(_isolate.CLONE_NEWPID)
-    pid = os.fork()
-    if pid == 0:
-        child(req, fds, level)
-    for k in ("go_r", "ready_w", "out_w", "err_w", "req_r", "resp_w"):
-        os.close(fds[k])
-    if cg:
-        cg.add(pid)
-    t0 = time.monotonic()
-    os.write(fds["go_w"], b"g")
-    os.close(fds["go_w"])
-    deadline = t0 + lim["wall_s"]
-    serve = req["mode"] == "serve"
-    out, err = _Stream(fds["out_r"], lim["output_bytes"]), _Stream(fds["err_r"], lim["output_bytes"])
-    resp = _Stream(fds["resp_r"], _wire.MAX_FRAME)
-    ready = _Stream(fds["ready_r"], 4096)
-    for fd in (fds["out_r"], fds["err_r"], fds["resp_r"], fds["ready_r"], fds["req_w"]):
-        os.set_blocking(fd, False)
-    if not serve:
-        os.close(fds["req_w"])
-    pending, req_w = bytearray(), fds["req_w"] if serve else None
-    pidfd = os.pidfd_open(pid)
-    killed, client_gone, exited, closing, next_cpu_check, replies = None, False, False, False, t0 + 0.05, 0
-    while not exited:
-        now = time.monotonic()
-        if now >= deadline:
-            killed = "wall"
-            break
-        if cg and now >= next_cpu_check:
-            next_cpu_check = now + 0.05
-            if cg.cpu_s() > lim["cpu_s"]:
-                killed = "cpu"
-                break
-        rlist = [s.fd for s in (out, err, resp, ready) if s.open] + [pidfd, sock]  # sock: calls, or EOF
-        wlist = [req_w] if req_w is not None and pending else []
-        r, w, _ = select.select(rlist, wlist, [], max(0.0, min(deadline, next_cpu_check) - now))
-        for s in (out, err, resp, ready):
-            if s.fd in r:
-                s.pump()
-        if out.over or err.over:
-            killed = "output"
-            break
-        while len(resp.buf) >= 4:  # forward each complete reply frame to the client
-            n = int.from_bytes(resp.buf[:4], "big")
-            if n > lim["output_bytes"]:
-                killed = "output"
-                break
-            if len(resp.buf) < 4 + n:
-                break
-            frame, resp.buf[:] = bytes(resp.buf[4:4 + n]), resp.buf[4 + n:]
-            replies += 1
-            try:  # re-encoded, never spliced: the run's bytes cannot forge a frame of ours
+class _Run:
+    """Z1's view of one run: the child, its pipes, its control groups (if any) and what it did."""
+
+    PIPES = (("go_r", "go_w"), ("ready_r", "ready_w"), ("out_r", "out_w"), ("err_r", "err_w"),
+             ("req_r", "req_w"), ("resp_r", "resp_w"))
+
+    def __init__(self, req: dict, mode: dict, name: str) -> None:
+        self.req, self.mode, self.lim = req, mode, req["limits"]
+        self.cg = mode["cgroups"].make(name) if mode["cgroups"] else None
+        if self.cg:
+            self.cg.create(self.lim["memory_mb"] << 20, self.lim["processes"])
+        if mode["level"] == "none":
+            req["scratch"] = tempfile.mkdtemp(prefix="rrl-sandbox-")
+            if os.geteuid() == 0:
+                os.chown(req["scratch"], _isolate.NOBODY, _isolate.NOBODY)  # the program runs as nobody
+        self.fds = {}
+        for a, b in self.PIPES:
+            self.fds[a], self.fds[b] = os.pipe()
+        if mode["level"] != "none":
+            _isolate.unshare(_isolate.CLONE_NEWPID)
+        self.pid = os.fork()
+        if self.pid == 0:
+            child(req, self.fds, mode)
+        for k in ("go_r", "ready_w", "out_w", "err_w", "req_r", "resp_w"):
+            os.close(self.fds[k])
+        if self.cg:
+            self.cg.add(self.pid)
+        self.out, self.err = _Stream(self.fds["out_r"], self.lim["output_bytes"]), _Stream(self.fds["err_r"],
+                                                                                          self.lim["output_bytes"])
+        self.resp, self.ready = _Stream(self.fds["resp_r"], _wire.MAX_FRAME), _Stream(self.fds["ready_r"], 4096)
+        self.streams = (self.out, self.err, self.resp, self.ready)
+        for fd in (self.fds["out_r"], self.fds["err_r"], self.fds["resp_r"], self.fds["ready_r"], self.fds["req_w"]):
+            os.set_blocking(fd, False)
+        self.serve = req["mode"] == "serve"
+        self.req_w = self.fds["req_w"] if self.serve else None
+        if not self.serve:
+            os.close(self.fds["req_w"])
+        self.pending, self.closing, self.replies, self.killed, self.client_gone = bytearray(), False, 0, None, False
+
+    def cpu_s(self) -> float:
+        """CPU seconds so far: the whole run's with cgroups; else the run's pid 1 (its children are held by
+        their own RLIMIT_CPU: pid 1 of a namespace ignores SIGXCPU, so its own time is watched here)."""
+        if self.cg:
+            return self.cg.cpu_s()
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+    def go(self) -> None:
+        self.t0 = time.monotonic()
+        os.write(self.fds["go_w"], b"g")
+        os.close(self.fds["go_w"])
+
+    def forward_replies(self, sock: int) -> None:
+        """Forward each complete reply frame to the client, re-encoded (never spliced: no forged frames)."""
+        buf = self.resp.buf
+        while len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big")
+            if n > self.lim["output_bytes"]:
+                self.killed = "output"
+                return
+            if len(buf) < 4 + n:
+                return
+            frame, buf[:] = bytes(buf[4:4 + n]), buf[4 + n:]
+            self.replies += 1
+            try:
                 data = json.loads(frame.decode())
             except ValueError:
                 data = None
             _wire.write_frame(sock, {"op": "reply", "data": data})
-        if killed:
-            break
-        if sock in r:
+
+    def from_client(self, sock: int) -> None:
+        try:
+            msg = _wire.read_frame(sock)
+        except _wire.WireError:
+            self.client_gone, self.killed = True, "client"
+            return
+        if not self.serve:
+            self.killed = "client"  # nothing is expected from the client during a plain run
+        elif msg.get("op") == "call" and self.req_w is not None and not self.closing:
+            self.pending += _wire.encode(msg["call"])
+        elif msg.get("op") == "end":
+            self.closing = True
+        else:
+            self.killed = "client"
+
+    def feed(self, writable: list) -> None:
+        if self.req_w is not None and self.pending and self.req_w in writable:
             try:
-                msg = _wire.read_frame(sock)
-            except _wire.WireError:
-                client_gone, killed = True, "client"
-                break
-            if not serve:
-                killed = "client"  # nothing is expected from the client during a plain run
-                break
-            if msg.get("op") == "call" and req_w is not None and not closing:
-                pending += _wire.encode(msg["call"])
-            elif msg.get("op") == "end":
-                closing = True
-            else:
-                killed = "client"
-                break
-        if req_w is not None and pending and req_w in w:
-            try:
-                del pending[:os.write(req_w, pending)]
+                del self.pending[:os.write(self.req_w, self.pending)]
             except (BlockingIOError, BrokenPipeError):
                 pass
-        if req_w is not None and closing and not pending:
-            os.close(req_w)  # the server sees EOF and exits
-            req_w = None
-        if pidfd in r:
-            exited = True
-    wall = time.monotonic() - t0
-    try:
-        os.kill(pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills every process in it
-    except ProcessLookupError:
-        pass
-    _, status, rusage = os.wait4(pid, 0)
-    if level != "full":
+        if self.req_w is not None and self.closing and not self.pending:
+            os.close(self.req_w)  # the server sees EOF and exits
+            self.req_w = None
+
+    def watch(self, sock: int) -> None:
+        """Stream output, relay calls, enforce the wall clock (and CPU with cgroups) until the run ends."""
+        deadline, next_cpu_check = self.t0 + self.lim["wall_s"], self.t0 + 0.05
+        pidfd = os.pidfd_open(self.pid)
         try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    self.killed = "wall"
+                    return
+                if now >= next_cpu_check:
+                    next_cpu_check = now + 0.05
+                    if self.cpu_s() > self.lim["cpu_s"]:
+                        self.killed = "cpu"
+                        return
+                rlist = [st.fd for st in self.streams if st.open] + [pidfd, sock]  # sock: calls, or EOF
+                wlist = [self.req_w] if self.req_w is not None and self.pending else []
+                wait = max(0.0, min(deadline, next_cpu_check) - now)
+                rd, wr, _ = select.select(rlist, wlist, [], wait)
+                for st in self.streams:
+                    if st.fd in rd:
+                        st.pump()
+                if self.out.over or self.err.over:
+                    self.killed = "output"
+                    return
+                self.forward_replies(sock)
+                if self.killed:
+                    return
+                if sock in rd:
+                    self.from_client(sock)
+                    if self.killed:
+                        return
+                self.feed(wr)
+                if pidfd in rd:
+                    return
+        finally:
+            os.close(pidfd)
+
+    def finish(self) -> dict:
+        """Kill the whole run, drain its pipes, clean up, and build the result frame."""
+        wall = time.monotonic() - self.t0
+        try:
+            os.kill(self.pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills every process in it
+        except ProcessLookupError:
             pass
-    for s in (out, err, resp, ready):  # every writer is gone now: drain to EOF
-        while s.open and s.pump():
-            pass
-    os.close(pidfd)
-    if req_w is not None:
-        os.close(req_w)
-    for s in (out, err, resp, ready):
-        os.close(s.fd)
-    stats = cg.stats() if cg else {"cpu_s": rusage.ru_utime + rusage.ru_stime,
-                                   "peak_memory_bytes": rusage.ru_maxrss * 1024, "oom_kills": 0, "process_limit_hits": 0}
-    left = cg.destroy() if cg else 0
-    if not cg:
-        import shutil
-        shutil.rmtree(req["scratch"], ignore_errors=True)
-    exit_status = {"exit_code": os.waitstatus_to_exitcode(status), "signal": None}
-    if exit_status["exit_code"] < 0:
-        exit_status = {"exit_code": None, "signal": -exit_status["exit_code"]}
-    if killed is None and exit_status["signal"] == signal.SIGXCPU:
-        killed = "cpu"
-    stderr = err.text()
-    result = {"op": "result", **exit_status, "stdout": out.text(), "stderr": stderr,
-              "stdout_truncated": out.over, "stderr_truncated": err.over, "wall_s": wall,
-              "cpu_s": stats["cpu_s"], "peak_memory_bytes": stats["peak_memory_bytes"],
-              "oom_kills": stats["oom_kills"], "leftover_processes": left, "replies": replies,
-              "limit": _limit_from(exit_status, stats, stderr, None if killed == "client" else killed),
-              "isolation": level, "error": None}
-    if bytes(ready.buf) != b"r":
-        result["error"] = ready.text() or (f"sandbox child died before the program started "
-                                           f"(exit {exit_status['exit_code']}, signal {exit_status['signal']}, "
-                                           f"stopped by {killed or 'nothing'})")
-    return None if client_gone else result
+        _, status, rusage = os.wait4(self.pid, 0)  # returns once every process of the namespace is gone
+        if self.mode["level"] == "none":
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for st in self.streams:  # every writer is gone now: drain to EOF
+            while st.open and st.pump():
+                pass
+        if self.req_w is not None:
+            os.close(self.req_w)
+        for st in self.streams:
+            os.close(st.fd)
+        stats = self.cg.stats() if self.cg else {"cpu_s": rusage.ru_utime + rusage.ru_stime, "oom_kills": 0,
+                                                 "peak_memory_bytes": rusage.ru_maxrss * 1024,
+                                                 "process_limit_hits": 0}
+        left = self.cg.destroy() if self.cg else 0
+        if self.mode["level"] == "none":
+            shutil.rmtree(self.req["scratch"], ignore_errors=True)
+        exit_status = {"exit_code": os.waitstatus_to_exitcode(status), "signal": None}
+        if exit_status["exit_code"] < 0:
+            exit_status = {"exit_code": None, "signal": -exit_status["exit_code"]}
+        killed = self.killed
+        if killed is None and (exit_status["signal"] == signal.SIGXCPU or (
+                exit_status["signal"] == signal.SIGKILL and stats["cpu_s"] >= self.lim["cpu_s"])):
+            killed = "cpu"  # SIGKILL: the hard RLIMIT_CPU, past the soft limit's SIGXCPU
+        if killed is None and not self.cg and stats["cpu_s"] > self.lim["cpu_s"]:
+            killed = "cpu"  # its processes, each within its own RLIMIT_CPU, used more than the run's budget
+        stderr = self.err.text()
+        result = {"op": "result", **exit_status, "stdout": self.out.text(), "stderr": stderr,
+                  "stdout_truncated": self.out.over, "stderr_truncated": self.err.over, "wall_s": wall,
+                  "cpu_s": stats["cpu_s"], "peak_memory_bytes": stats["peak_memory_bytes"],
+                  "oom_kills": stats["oom_kills"], "leftover_processes": left, "replies": self.replies,
+                  "limit": _limit_from(exit_status, stats, stderr, None if killed == "client" else killed),
+                  "isolation": self.mode["level"], "limits_by": self.mode["limits"],
+                  "seccomp": self.mode["seccomp"], "error": None}
+        if bytes(self.ready.buf) != b"r":
+            result["error"] = self.ready.text() or (
+                f"sandbox child died before the program started (exit {exit_status['exit_code']}, "
+                f"signal {exit_status['signal']}, stopped by {killed or 'nothing'})")
+        return result
 
 
-def z1(sock: int, level: str, name: str) -> None:
+def supervise(sock: int, req: dict, mode: dict, name: str) -> dict | None:
+    """Z1: run one request in a fresh isolated child and report what happened (None: the client left)."""
+    run = _Run(req, mode, name)
+    run.go()
+    run.watch(sock)
+    result = run.finish()
+    return None if run.client_gone else result
+
+
+def z1(sock: int, mode: dict, name: str) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     _isolate.prctl(_isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
@@ -343,7 +376,7 @@ def z1(sock: int, level: str, name: str) -> None:
     except _wire.WireError:
         os._exit(EOF_EXIT)
     try:
-        result = supervise(sock, req, level, name)
+        result = supervise(sock, req, mode, name)
     except Exception as e:  # report the sandbox's own failure; the client turns it into ERROR
         result = {"op": "result", "error": f"sandbox failure: {type(e).__name__}: {e}"}
     if result is None:
@@ -357,25 +390,22 @@ def z1(sock: int, level: str, name: str) -> None:
 
 def main() -> None:
     sock = int(sys.argv[1])
-    report = detect()
+    report, cgroups = _levels.detect(sys.base_prefix)
     _wire.write_frame(sock, {"op": "hello", "isolation": report, "pid": os.getpid()})
-    level = report["level"]
+    mode = {"level": report["level"], "limits": report["limits"], "seccomp": report["seccomp"],
+            "rootless": not report["root"], "cgroups": cgroups}
     while True:
         pid = os.fork()
         name = f"{os.getpid()}-{pid}" if pid else f"{os.getppid()}-{os.getpid()}"
         if pid == 0:
-            z1(sock, level, name)
+            z1(sock, mode, name)
         status = os.waitpid(pid, 0)[1]
-        if level == "full":
-            Cgroup(name).destroy()  # whatever became of Z1, its run's groups go
+        if cgroups:
+            cgroups.make(name).destroy()  # whatever became of Z1, its run's groups go
         if os.waitstatus_to_exitcode(status) == EOF_EXIT:
             break
-    if level == "full":
-        for base in BASES.values():
-            try:
-                os.rmdir(base)  # only succeeds when no other zygote still uses it
-            except OSError:
-                pass
+    if cgroups:
+        cgroups.close()
 
 
 if __name__ == "__main__":

@@ -50,10 +50,20 @@ class RunEnded(SandboxError):
 class Sandbox:
     """One zygote. Thread-safe (runs are serialised); use `SandboxPool` for concurrency.
 
-    allow_weak: run even when full isolation is unavailable (also: env REASONING_RL_ALLOW_WEAK_SANDBOX=1).
+    The isolation level is the best the host gives (`report["level"]`: "full" as root with
+    cgroups, "rootless" through user namespaces otherwise); only level "none" is refused.
+    allow_weak: run even at level "none" (also: env REASONING_RL_ALLOW_WEAK_SANDBOX=1).
+    python: the interpreter the zygote and the programs run under (default: the base interpreter
+        of this one); it must be readable by the uid that runs the zygote.
+    user: run the zygote, and so every program, as this host uid (and gid): a root caller's way
+        to use the rootless level under a dedicated account. Needs root.
     """
 
-    def __init__(self, limits: Limits | dict | None = None, allow_weak: bool | None = None) -> None:
+    def __init__(self, limits: Limits | dict | None = None, allow_weak: bool | None = None,
+                 python: str | None = None, user: int | None = None) -> None:
+        if user is not None and (isinstance(user, bool) or not isinstance(user, int) or user < 0):
+            raise ValueError(f"Sandbox.user must be a non-negative uid, got {user!r}")
+        self.python, self.user = python or base_python(), user
         self.limits = Limits.of(limits)
         self.allow_weak = allow_weak if allow_weak is not None else os.environ.get(ALLOW_WEAK_ENV) == "1"
         self._lock = threading.RLock()
@@ -69,9 +79,10 @@ class Sandbox:
             ours, theirs = socket.socketpair()
             env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
             try:
-                self._proc = subprocess.Popen([base_python(), "-I", "-S", "-B", ZYGOTE, str(theirs.fileno())],
+                who = {} if self.user is None else {"user": self.user, "group": self.user, "extra_groups": []}
+                self._proc = subprocess.Popen([self.python, "-I", "-S", "-B", ZYGOTE, str(theirs.fileno())],
                                               pass_fds=(theirs.fileno(),), env=env, cwd="/",
-                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, **who)
             finally:
                 theirs.close()
             self._sock = ours
@@ -82,13 +93,15 @@ class Sandbox:
                 self.close()
                 raise SandboxError(f"sandbox zygote did not start: {e}") from None
             self.report = hello["isolation"]
-            if self.report["level"] != "full" and not self.allow_weak:
+            if self.report["level"] == "none" and not self.allow_weak:
                 report = self.report
                 self.close()
                 raise IsolationError(
-                    f"full isolation is unavailable here ({'; '.join(report['problems'])}); refusing to run "
-                    f"untrusted code at level {report['level']!r}. Pass allow_weak=True or set {ALLOW_WEAK_ENV}=1 "
-                    f"to accept it.")
+                    f"no sandbox isolation is available here ({'; '.join(report['problems'])}); refusing to run "
+                    f"untrusted code without namespaces. Allow unprivileged user namespaces (sysctl "
+                    f"user.max_user_namespaces > 0; in a container: run it with --security-opt seccomp=unconfined "
+                    f"or a profile allowing unshare/clone of namespaces), or pass allow_weak=True / set "
+                    f"{ALLOW_WEAK_ENV}=1 to accept a scratch directory and rlimits only.")
             return self.report
 
     @property

@@ -75,6 +75,11 @@ class RunResult:
     limit: which limit ended or broke the run (one of LIMIT_NAMES), or None.
     leftover_processes: processes still in the run's cgroups when it ended (all were then
         killed and the groups removed; the number is reported as proof, and is 0 normally).
+        Without cgroups it is 0 by construction: the run's pid 1 is reaped only once the kernel
+        has killed every process of its pid namespace.
+    isolation: the level the run had ("full", "rootless", "none"); limits_by: what bound its
+        memory and processes ("cgroup-v1", "cgroup-v2", or per-process "rlimits"); seccomp:
+        whether the syscall filter was on.
     """
 
     exit_code: int | None
@@ -89,6 +94,8 @@ class RunResult:
     stderr_truncated: bool = False
     leftover_processes: int = 0
     isolation: str = "full"
+    limits_by: str = "cgroup-v1"
+    seccomp: bool = False
 
     @property
     def ok(self) -> bool:

@@ -45,6 +45,7 @@ from .base import Verifier, VerifierSpec
 from .code_tests import TestSpecError, Tests, parse_tests
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.S)
+SANDBOX_LEVELS = {"none": 0.0, "rootless": 1.0, "full": 2.0}  # verdict metric `sandbox_level`
 _SANDBOXES: dict[int, Sandbox] = {}
 _LOCK = threading.Lock()
 _MODULE_LOCK = threading.Lock()
@@ -118,9 +119,13 @@ class Tally:
     cpu_s: float = 0.0
     peak_memory_bytes: int = 0
     leftover: int = 0
+    level: str | None = None
+    limits_by: str | None = None
+    seccomp: bool = False
 
     def add_run(self, r) -> None:
         self.runs += 1
+        self.level, self.limits_by, self.seccomp = r.isolation, r.limits_by, r.seccomp
         self.leftover += r.leftover_processes
         self.wall_s += r.wall_s
         self.cpu_s += r.cpu_s
@@ -362,6 +367,10 @@ class CodeVerifier(Verifier):
         metrics = {"tests_passed": tally.passed, "tests_total": tally.total, "sandbox_runs": tally.runs,
                    "sandbox_wall_s": tally.wall_s, "sandbox_cpu_s": tally.cpu_s,
                    "peak_memory_mb": tally.peak_memory_bytes / 2**20, "leftover_processes": tally.leftover}
+        if tally.level is not None:  # which isolation the runs had (see SANDBOX_LEVELS), in every verdict
+            metrics.update({"sandbox_level": SANDBOX_LEVELS[tally.level],
+                            "sandbox_cgroup_limits": float(tally.limits_by != "rlimits"),
+                            "sandbox_seccomp": float(tally.seccomp)})
         if tally.total == 0:
             return Verdict.masked_as(Status.ABSTAIN, "the tests define no test case")
         summary = f"{tally.passed}/{tally.total} tests passed"

@@ -136,7 +136,8 @@ class SandboxTally:
                 fresh.append(v.metrics)
         if not sandboxed:
             return {}
-        return {"sandbox/programs": len(fresh),
+        levels = [v["sandbox_level"] for v in fresh if "sandbox_level" in v]
+        return {**({"sandbox/level": min(levels)} if levels else {}), "sandbox/programs": len(fresh),
                 "sandbox/wall_s": sum(v.get("sandbox_wall_s", 0.0) for v in fresh),
                 "sandbox/runs": sum(v.get("sandbox_runs", 0) for v in fresh),
                 "sandbox/leftover_processes": sum(v.get("leftover_processes", 0) for v in fresh)}

@@ -1,7 +1,10 @@
-"""Start-up detection: without root the probe reports level "none", and untrusted code is
-refused unless weak isolation is explicitly allowed."""
+"""Start-up detection, as the users who are not root meet it: an unprivileged caller gets the
+rootless level (user namespaces) and its programs run; a host without namespaces (here: the
+caller already under a seccomp filter that denies them, as a container runtime's default
+profile does) is refused with a line saying what is missing, unless weak isolation is allowed."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,28 +12,54 @@ import subprocess
 import pytest
 
 pytestmark = pytest.mark.timeout(120)
+NEEDS = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+                           reason="needs root, setpriv and a system python3 to impersonate an unprivileged user")
 
 PROBE = """
+import ctypes, json, sys
 from sandboxes import IsolationError, Sandbox
+if sys.argv[1] == "no-namespaces":
+    from sandboxes import _seccomp
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)   # no_new_privs, then a filter that denies unshare
+    _seccomp.install()
+out = {}
 try:
-    Sandbox().start()
-    print("ran-without-permission")
+    sb = Sandbox()
+    out["level"] = sb.start()["level"]
+    r = sb.run("import os; print(6 * 7, os.getuid())")
+    out["run"] = [r.stdout.strip(), r.isolation, r.limits_by]
+    sb.close()
 except IsolationError as e:
-    print("refused", "not running as root" in str(e))
-sb = Sandbox(allow_weak=True)
-r = sb.run("print(6 * 7)")
-print(sb.isolation, r.stdout.strip(), r.isolation)
-sb.close()
+    out["refused"] = str(e)
+    sb = Sandbox(allow_weak=True)
+    r = sb.run("print(6 * 7)")
+    out["weak"] = [sb.isolation, r.stdout.strip(), r.isolation]
+    sb.close()
+print(json.dumps(out))
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
-                    reason="needs root, setpriv and a system python3 to impersonate an unprivileged user")
-def test_unprivileged_caller_is_refused_unless_weak_isolation_is_allowed(root):
+def as_nobody(root, *args) -> dict:
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-                          PROBE], cwd="/", env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                          PROBE, *args], cwd="/", env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, timeout=90)
-    assert out.stdout.split() == ["refused", "True", "none", "42", "none"], out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@NEEDS
+def test_unprivileged_caller_gets_the_rootless_level(root):
+    out = as_nobody(root, "plain")
+    assert out["level"] == "rootless"
+    assert out["run"] == ["42 65534", "rootless", "rlimits"]
+
+
+@NEEDS
+def test_host_without_namespaces_is_refused_with_what_is_missing_unless_weak_is_allowed(root):
+    out = as_nobody(root, "no-namespaces")
+    assert "namespaces unavailable" in out["refused"] and "user.max_user_namespaces" in out["refused"]
+    assert "allow_weak=True" in out["refused"]
+    assert out["weak"] == ["none", "42", "none"]
 
 
 def test_weak_isolation_can_be_allowed_by_environment(monkeypatch):
@@ -40,3 +69,32 @@ def test_weak_isolation_can_be_allowed_by_environment(monkeypatch):
     assert Sandbox().allow_weak is True
     monkeypatch.delenv("REASONING_RL_ALLOW_WEAK_SANDBOX")
     assert Sandbox().allow_weak is False
+
+
+def test_a_delegated_cgroup_v2_without_controllers_is_reported_not_used(root, monkeypatch, tmp_path):
+    """The v2 path, as far as this v1 host lets it run: a v2 directory lacking the controllers is named as such."""
+    from sandboxes import _cgroup
+
+    unified = "/sys/fs/cgroup/unified"
+    if not os.path.isfile(os.path.join(unified, "cgroup.controllers")):
+        pytest.skip("no cgroup v2 hierarchy mounted here")
+    monkeypatch.setattr(_cgroup, "_find_v1", lambda problems: None)
+    monkeypatch.setenv(_cgroup.V2_ENV, unified)
+    problems: list = []
+    assert _cgroup.find(problems, os.getpid()) is None
+    assert problems == [f"cgroup v2 at {unified} lacks the memory, pids controllers"]
+    monkeypatch.setenv(_cgroup.V2_ENV, str(tmp_path))
+    problems = []
+    assert _cgroup.find(problems, os.getpid()) is None and "is not a cgroup v2 directory" in problems[0]
+
+
+@NEEDS
+def test_root_without_cap_sys_admin_drops_to_nobody_and_gets_the_rootless_level(root):
+    """A container's root: no CAP_SYS_ADMIN (bounding set without it), so no namespaces as root."""
+    script = PROBE.replace('if sys.argv[1] == "no-namespaces":', 'if False:')
+    out = subprocess.run(["setpriv", "--bounding-set", "-sys_admin", "/usr/bin/python3", "-c", script, "plain"],
+                         cwd="/", env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                         text=True, timeout=90)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["level"] == "rootless" and got["run"] == ["42 65534", "rootless", "rlimits"]
