@@ -35,10 +35,10 @@ Not covered: kernel vulnerabilities in the syscalls the filter allows; side chan
 CPU caches); the hash seed, which every run shares with the zygote (so `hash(str)` and set
 order repeat across runs: the runs are reproducible, not secret).
 """
-from .client import CallResult, RunEnded, Sandbox, Session, base_python
+from .client import CallResult, RunEnded, Sandbox, Session, base_python, probe
 from .limits import LIMIT_NAMES, IsolationError, Limits, RunResult, SandboxError
 from .plain import PlainDataError
 from .pool import SandboxPool
 
 __all__ = ["Sandbox", "Session", "SandboxPool", "CallResult", "Limits", "RunResult", "RunEnded", "SandboxError",
-           "IsolationError", "PlainDataError", "LIMIT_NAMES", "base_python"]
+           "IsolationError", "PlainDataError", "LIMIT_NAMES", "base_python", "probe"]

@@ -191,6 +191,17 @@ class Sandbox:
                 self._lock.release()
 
 
+def probe(python: str | None = None, user: int | None = None) -> dict:
+    """What isolation this host gives, without running anything: the zygote's report (level, what
+    bounds the runs, seccomp, what the level contains and, without cgroups, what it bounds only per
+    process, and the problems keeping it from the full level). Never refuses."""
+    sb = Sandbox(allow_weak=True, python=python, user=user)
+    try:
+        return dict(sb.start())
+    finally:
+        sb.close()
+
+
 class Session:
     """A program loaded in a sandbox, answering calls until `close()` (or its limits) end it."""
 

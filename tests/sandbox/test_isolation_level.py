@@ -22,7 +22,8 @@ if sys.argv[1] == "no-namespaces":
     from sandboxes import _seccomp
     ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)   # no_new_privs, then a filter that denies unshare
     _seccomp.install()
-out = {}
+import sandboxes
+out = {"probe": sandboxes.probe()}
 try:
     sb = Sandbox()
     out["level"] = sb.start()["level"]
@@ -50,7 +51,8 @@ def as_nobody(root, *args) -> dict:
 @NEEDS
 def test_unprivileged_caller_gets_the_rootless_level(root):
     out = as_nobody(root, "plain")
-    assert out["level"] == "rootless"
+    assert out["level"] == "rootless" and out["probe"]["limits"] == "rlimits" and out["probe"]["seccomp"] is True
+    assert "processes x memory_mb" in out["probe"]["bounds"]["memory"]
     assert out["run"] == ["42 65534", "rootless", "rlimits"]
 
 
