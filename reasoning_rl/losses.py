@@ -113,9 +113,10 @@ def kl_k2(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 @KL_ESTIMATORS.register("k3")
 def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
-    """k3 = u - log u - 1, u = pi_ref / pi_theta. Unbiased under pi_theta and >= 0 (GRPO's estimator)."""
+    """k3 = u - log u - 1, u = pi_ref / pi_theta. Unbiased under pi_theta and >= 0 (GRPO's estimator).
+    Computed as expm1(log u) - log u: exp(x) - x - 1 rounds below 0 for |x| near 1e-9 (Hypothesis found one)."""
     log_u = logp_ref - logp
-    return torch.exp(log_u) - log_u - 1
+    return torch.expm1(log_u) - log_u
 
 
 @KL_ESTIMATORS.register("k3_clamped")
@@ -124,7 +125,7 @@ def kl_k3_clamped(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     estimate clamped to [-10, 10], so one token the reference finds near-impossible cannot blow the loss up.
     Equal to k3 wherever |log u| is small enough that k3 <= 10. (B, T) -> (B, T)"""
     log_u = torch.clamp(logp_ref - logp, -20.0, 20.0)
-    return torch.clamp(torch.exp(log_u) - log_u - 1, -10.0, 10.0)
+    return torch.clamp(torch.expm1(log_u) - log_u, -10.0, 10.0)
 
 
 def entropy_coef_update(coef: float, entropy: float, target: float, lr: float) -> float:
