@@ -95,6 +95,9 @@ class CgroupV1:
     def cpu_s(self) -> float:
         return int(_read(os.path.join(self.paths["cpuacct"], "cpuacct.usage"))) / 1e9
 
+    def reset_peak(self) -> None:
+        _put(os.path.join(self.paths["memory"], "memory.max_usage_in_bytes"), 0)
+
     def stats(self) -> dict:
         mem = self.paths["memory"]
         oom = dict(line.split() for line in _read(os.path.join(mem, "memory.oom_control")).splitlines())
@@ -143,6 +146,9 @@ class CgroupV2:
 
     def cpu_s(self) -> float:
         return self._keyed("cpu.stat").get("usage_usec", 0) / 1e6
+
+    def reset_peak(self) -> None:
+        """v2 resets memory.peak only per open file (kernel 6.12+): a session's cases share one peak figure."""
 
     def stats(self) -> dict:
         try:

@@ -10,6 +10,9 @@ interpreter starts):
     defines, then answer calls `{"id", "fn", "args", "kwargs"}` with plain-data results (see
     `plain.py`). The checker, outside, decides whether a result is right; nothing here knows
     the expected values, so nothing here can be talked into a pass.
+  * `cases(code, req_fd, resp_fd)`: a stdio program's test cases in one session: per case a
+    fresh child runs `run_main` on that case's stdin; in between, everything it left is killed
+    and the scratch space emptied (see the function for what keeps one case from the next).
 
 Deliberately absent: any notion of test, expected value or verdict.
 """
@@ -132,3 +135,85 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
             pass
         write_frame(resp_fd, reply)
     return 0
+
+
+def _reap_all() -> int:
+    """As pid 1 of the run's namespace: kill every other process in it and reap them; return how many."""
+    import os
+    import signal
+
+    n = 0
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)  # from a namespace's pid 1: everyone in it but us
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+            n += 1
+        except ChildProcessError:
+            return n
+
+
+def _clean(dirs=("/work", "/tmp", "/dev/shm")) -> None:
+    """Empty the run's scratch file systems between cases (files the program made there, whatever their mode)."""
+    import os
+    import shutil
+
+    for d in dirs:
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    for root, subdirs, _ in os.walk(path):
+                        for s in subdirs:
+                            os.chmod(os.path.join(root, s), 0o700)
+                    os.chmod(path, 0o700)
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def cases(code: str, req_fd: int, resp_fd: int) -> int:
+    """Run `code` as `python solution.py` once per case frame `{"i", "stdin"}`, each in a fresh child process;
+    after each, kill whatever it left, empty the scratch space and answer `{"i", "status", "cpu_s", "maxrss",
+    "left"}`. Only ever pid 1 of a run's own pid namespace (`kill(-1)` must reach nothing else).
+
+    This process is made undumpable and ignores every signal a program could send it (a namespace's pid 1 gets
+    only the signals it handles, and SIGINT's handler is dropped), so a case cannot reach into it to steer
+    the next one. Its stdout and stderr are the run's: each case's child writes there, and the supervisor,
+    told a case is done only after every process of it is gone, splits the streams per case."""
+    import ctypes
+    import os
+    import random
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/1/mem for the cases
+    while True:
+        try:
+            req = _wire.read_frame(req_fd)
+        except _wire.WireError:
+            return 0
+        stdin = os.memfd_create("stdin")
+        os.write(stdin, str(req.get("stdin", "")).encode())
+        os.lseek(stdin, 0, os.SEEK_SET)
+        pid = os.fork()
+        if pid == 0:
+            libc.prctl(4, 1, 0, 0, 0)
+            os.dup2(stdin, 0)
+            for fd in (stdin, req_fd, resp_fd):
+                os.close(fd)
+            random.seed()
+            os._exit(run_main(code))
+        os.close(stdin)
+        _, status, ru = os.wait4(pid, 0)
+        left = _reap_all()
+        _clean()
+        with open(SOLUTION, "w") as f:  # the next case gets the program as it was, whatever this one did to it
+            f.write(code)
+        _wire.write_frame(resp_fd, {"i": req.get("i"), "status": status, "cpu_s": ru.ru_utime + ru.ru_stime,
+                                    "maxrss": ru.ru_maxrss * 1024, "left": left})

@@ -110,7 +110,7 @@ def child(req: dict, fds: dict, mode: dict) -> None:
         _drop_privileges(lim, mode)
         _isolate.prctl(_isolate.PR_SET_PDEATHSIG, signal.SIGKILL)
         wanted = {0: stdin, 1: fds["out_w"], 2: fds["err_w"]}
-        if req["mode"] == "serve":
+        if req["mode"] in ("serve", "cases"):
             wanted.update({3: fds["req_r"], 4: fds["resp_w"]})
         high = {k: fcntl.fcntl(v, fcntl.F_DUPFD, 100) for k, v in wanted.items()}  # clear of 0..4
         ready = fcntl.fcntl(fds["ready_w"], fcntl.F_DUPFD, 100)
@@ -138,6 +138,8 @@ def child(req: dict, fds: dict, mode: dict) -> None:
             os._exit(1)
     if req["mode"] == "serve":
         os._exit(_harness.serve(req["code"], 3, 4))
+    if req["mode"] == "cases":
+        os._exit(_harness.cases(req["code"], 3, 4))
     os._exit(_harness.run_main(req["code"]))
 
 
@@ -168,6 +170,17 @@ class _Stream:
 
     def text(self) -> str:
         return self.buf.decode("utf-8", "replace")
+
+    def drain(self) -> None:
+        """Read everything already in the pipe (its writers may still hold it open)."""
+        while self.open:
+            before = self.total
+            self.pump()
+            if self.total == before:
+                return
+
+    def reset(self) -> None:
+        self.buf, self.total = bytearray(), 0
 
 
 class _Run:
@@ -203,7 +216,9 @@ class _Run:
         self.streams = (self.out, self.err, self.resp, self.ready)
         for fd in (self.fds["out_r"], self.fds["err_r"], self.fds["resp_r"], self.fds["ready_r"], self.fds["req_w"]):
             os.set_blocking(fd, False)
-        self.serve = req["mode"] == "serve"
+        self.serve = req["mode"] in ("serve", "cases")  # both talk to the program over fds 3 and 4
+        self.cases = req.get("stdins") if req["mode"] == "cases" else None
+        self.case_results: list = []
         self.req_w = self.fds["req_w"] if self.serve else None
         if not self.serve:
             os.close(self.fds["req_w"])
@@ -225,9 +240,63 @@ class _Run:
         self.t0 = time.monotonic()
         os.write(self.fds["go_w"], b"g")
         os.close(self.fds["go_w"])
+        if self.cases is not None:
+            self._start_case(0)
+
+    # -- cases mode: one session, one fresh child per stdio case, limits and results per case -----------
+    def _start_case(self, i: int) -> None:
+        self.case_i, self.case_t0, self.case_cpu0, self.case_open = i, time.monotonic(), self.cpu_s(), True
+        self.case_stats0 = self.cg.stats() if self.cg else None
+        if self.cg:
+            self.cg.reset_peak()
+        self.pending += _wire.encode({"i": i, "stdin": self.cases[i]})
+
+    def _case_result(self, exit_status: dict, stats: dict, killed: str | None, left: int) -> dict:
+        stderr = self.err.text()
+        return {**exit_status, "stdout": self.out.text(), "stderr": stderr, "stdout_truncated": self.out.over,
+                "stderr_truncated": self.err.over, "wall_s": time.monotonic() - self.case_t0,
+                "cpu_s": stats["cpu_s"], "peak_memory_bytes": stats["peak_memory_bytes"], "leftover_processes": left,
+                "limit": _limit_from(exit_status, stats, stderr, killed), "isolation": self.mode["level"],
+                "limits_by": self.mode["limits"], "seccomp": self.mode["seccomp"]}
+
+    def _case_stats(self, data: dict | None) -> dict:
+        if not self.cg:
+            return {"cpu_s": (data or {}).get("cpu_s", 0.0), "peak_memory_bytes": (data or {}).get("maxrss", 0),
+                    "oom_kills": 0, "process_limit_hits": 0}
+        now, base = self.cg.stats(), self.case_stats0
+        return {"cpu_s": now["cpu_s"] - base["cpu_s"], "peak_memory_bytes": now["peak_memory_bytes"],
+                "oom_kills": now["oom_kills"] - base["oom_kills"],
+                "process_limit_hits": now["process_limit_hits"] - base["process_limit_hits"]}
+
+    def _case_done(self, data) -> None:
+        if not isinstance(data, dict) or data.get("i") != self.case_i or not isinstance(data.get("status"), int):
+            self.killed = "protocol"  # the session's pid 1 is ours; a frame that is not its answer ends the run
+            return
+        self.case_open = False
+        self.out.drain()
+        self.err.drain()
+        code = os.waitstatus_to_exitcode(data["status"])
+        exit_status = {"exit_code": code, "signal": None} if code >= 0 else {"exit_code": None, "signal": -code}
+        stats = self._case_stats(data)
+        killed = None
+        if exit_status["signal"] == signal.SIGXCPU or (exit_status["signal"] == signal.SIGKILL and not self.cg
+                                                       and stats["cpu_s"] >= self.lim["cpu_s"]) \
+                or stats["cpu_s"] > self.lim["cpu_s"]:
+            killed = "cpu"
+        # what the case left behind was killed by the session's pid 1, as a run's end kills it: not a leftover
+        self.case_results.append(self._case_result(exit_status, stats, killed, 0))
+        self.out.reset()
+        self.err.reset()
+        if killed is None and self.case_results[-1]["limit"] in ("wall", "cpu"):
+            killed = self.case_results[-1]["limit"]
+        if killed is None and self.case_i + 1 < len(self.cases):  # after a time limit the rest is not run
+            self._start_case(self.case_i + 1)
+        else:
+            self.closing = True
 
     def forward_replies(self, sock: int) -> None:
-        """Forward each complete reply frame to the client, re-encoded (never spliced: no forged frames)."""
+        """Forward each complete reply frame to the client, re-encoded (never spliced: no forged frames);
+        in cases mode the frames are the session's own case reports, kept here."""
         buf = self.resp.buf
         while len(buf) >= 4:
             n = int.from_bytes(buf[:4], "big")
@@ -242,6 +311,11 @@ class _Run:
                 data = json.loads(frame.decode())
             except ValueError:
                 data = None
+            if self.cases is not None:
+                self._case_done(data)
+                if self.killed:
+                    return
+                continue
             _wire.write_frame(sock, {"op": "reply", "data": data})
 
     def from_client(self, sock: int) -> None:
@@ -250,8 +324,8 @@ class _Run:
         except _wire.WireError:
             self.client_gone, self.killed = True, "client"
             return
-        if not self.serve:
-            self.killed = "client"  # nothing is expected from the client during a plain run
+        if not self.serve or self.cases is not None:
+            self.killed = "client"  # nothing is expected from the client during a plain run or a cases session
         elif msg.get("op") == "call" and self.req_w is not None and not self.closing:
             self.pending += _wire.encode(msg["call"])
         elif msg.get("op") == "end":
@@ -276,12 +350,15 @@ class _Run:
         try:
             while True:
                 now = time.monotonic()
+                if self.cases is not None and not self.closing:  # each case has its own clock and CPU budget
+                    deadline = self.case_t0 + self.lim["wall_s"]
                 if now >= deadline:
                     self.killed = "wall"
                     return
                 if now >= next_cpu_check:
                     next_cpu_check = now + 0.05
-                    if self.cpu_s() > self.lim["cpu_s"]:
+                    spent = self.cpu_s() - (self.case_cpu0 if self.cases is not None else 0.0)
+                    if spent > self.lim["cpu_s"]:
                         self.killed = "cpu"
                         return
                 rlist = [st.fd for st in self.streams if st.open] + [pidfd, sock]  # sock: calls, or EOF
@@ -330,6 +407,8 @@ class _Run:
         stats = self.cg.stats() if self.cg else {"cpu_s": rusage.ru_utime + rusage.ru_stime, "oom_kills": 0,
                                                  "peak_memory_bytes": rusage.ru_maxrss * 1024,
                                                  "process_limit_hits": 0}
+        in_case = self.cases is not None and getattr(self, "case_open", False)
+        case_stats = self._case_stats(None) if in_case else None  # before the groups go
         left = self.cg.destroy() if self.cg else 0
         if self.mode["level"] == "none":
             shutil.rmtree(self.req["scratch"], ignore_errors=True)
@@ -337,10 +416,10 @@ class _Run:
         if exit_status["exit_code"] < 0:
             exit_status = {"exit_code": None, "signal": -exit_status["exit_code"]}
         killed = self.killed
-        if killed is None and (exit_status["signal"] == signal.SIGXCPU or (
+        if killed is None and self.cases is None and (exit_status["signal"] == signal.SIGXCPU or (
                 exit_status["signal"] == signal.SIGKILL and stats["cpu_s"] >= self.lim["cpu_s"])):
             killed = "cpu"  # SIGKILL: the hard RLIMIT_CPU, past the soft limit's SIGXCPU
-        if killed is None and not self.cg and stats["cpu_s"] > self.lim["cpu_s"]:
+        if killed is None and self.cases is None and not self.cg and stats["cpu_s"] > self.lim["cpu_s"]:
             killed = "cpu"  # its processes, each within its own RLIMIT_CPU, used more than the run's budget
         stderr = self.err.text()
         result = {"op": "result", **exit_status, "stdout": self.out.text(), "stderr": stderr,
@@ -350,6 +429,13 @@ class _Run:
                   "limit": _limit_from(exit_status, stats, stderr, None if killed == "client" else killed),
                   "isolation": self.mode["level"], "limits_by": self.mode["limits"],
                   "seccomp": self.mode["seccomp"], "error": None}
+        if self.cases is not None:
+            if in_case and killed != "client" and bytes(self.ready.buf) == b"r":  # the case the session ended in
+                ended = exit_status if killed is None else {"exit_code": None, "signal": signal.SIGKILL}
+                self.case_results.append(self._case_result(ended, case_stats, killed, left))
+            if self.case_results:
+                self.case_results[-1]["leftover_processes"] += left if not in_case else 0
+            result["cases"] = self.case_results
         if bytes(self.ready.buf) != b"r":
             result["error"] = self.ready.text() or (
                 f"sandbox child died before the program started (exit {exit_status['exit_code']}, "

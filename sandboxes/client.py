@@ -155,14 +155,14 @@ class Sandbox:
         self.close()  # the next run starts a fresh zygote
         raise SandboxError(why)
 
-    def _begin(self, code: str, stdin: str, limits, mode: str) -> Limits:
+    def _begin(self, code: str, stdin: str, limits, mode: str, **extra) -> Limits:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         if not isinstance(stdin, str):
             raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
         lim = Limits.of(limits) if limits is not None else self.limits
         self.start()
-        self._send({"op": "run", "mode": mode, "code": code, "stdin": stdin, "limits": lim.to_dict()})
+        self._send({"op": "run", "mode": mode, "code": code, "stdin": stdin, "limits": lim.to_dict(), **extra})
         return lim
 
     def _result(self, msg: dict) -> RunResult:
@@ -177,6 +177,32 @@ class Sandbox:
         with self._lock:
             lim = self._begin(code, stdin, limits, "main")
             return self._result(self._recv(lim.wall_s + MARGIN_S))
+
+    def run_cases(self, code: str, stdins: list[str], limits: Limits | dict | None = None) -> list[RunResult]:
+        """Run `code` once per stdin, all in one sandbox session: each case is a fresh process with the
+        limits of one `run`, and between cases everything it left is killed and /work, /tmp and /dev/shm are
+        emptied, so each result is what `run(code, stdin)` would give. A case that ends the session (wall,
+        CPU or output limit, or the session's death) is the last result: fewer results than stdins
+        means the rest did not run (run them again, or not, as the caller's rule is)."""
+        stdins = list(stdins)
+        for i, s in enumerate(stdins):
+            if not isinstance(s, str):
+                raise TypeError(f"stdins[{i}] must be a str, got {type(s).__name__}")
+        if not stdins:
+            return []
+        with self._lock:
+            self.start()
+            if self.report["level"] == "none":  # a session needs a pid namespace of its own to clear between cases
+                return [self.run(code, s, limits) for s in stdins]
+            lim = self._begin(code, "", limits, "cases", stdins=stdins)
+            msg = self._recv(len(stdins) * (lim.wall_s + 2.0) + MARGIN_S)
+            if msg.get("op") != "result" or not isinstance(msg.get("cases"), list) and not msg.get("error"):
+                self._fail(f"sandbox protocol: expected a cases result, got {str(msg)[:200]!r}")
+            if msg.get("error"):
+                raise SandboxError(msg["error"])
+            if not msg["cases"]:
+                raise SandboxError("the sandbox session ran none of the cases")
+            return [RunResult(**{f.name: c[f.name] for f in fields(RunResult)}) for c in msg["cases"]]
 
     def serve(self, code: str, limits: Limits | dict | None = None) -> "Session":
         """Load `code` as module `solution` in a sandbox and keep it running to answer calls."""

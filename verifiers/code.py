@@ -7,8 +7,10 @@
 output_bytes, file_size_mb, disk_mb, processes, open_files); the limits bind each run.
 
 The verdict is decided here, outside the candidate, never inside its process:
-  * stdio: each case is a fresh run; stdout is compared here (trailing whitespace of each
-    line and trailing blank lines ignored). A pass also needs exit status 0 and no limit hit.
+  * stdio: all cases run in one sandbox session, each as a fresh process with its own
+    limits and a scratch space emptied in between (`Sandbox.run_cases`); stdout is compared
+    here (trailing whitespace of each line and trailing blank lines ignored). A pass also
+    needs exit status 0 and no limit hit.
   * call / assert / unittest: the program is loaded once in a sandboxed session and every
     value it returns crosses back as fresh plain data (`sandboxes.plain`); the comparisons,
     the `check(candidate)` function and the TestCases run here, in this process, against
@@ -142,18 +144,24 @@ class Tally:
 
 
 def _run_stdio(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally) -> None:
-    for i, (stdin, expected) in enumerate(tests.cases):
+    """All cases in one sandbox session (`Sandbox.run_cases`: a fresh process and the same limits per case);
+    a session that ended early for any reason but time is resumed in a fresh one from the next case."""
+    todo = list(enumerate(tests.cases))
+    while todo:
+        results = sb.run_cases(program, [stdin for _, (stdin, _) in todo], lim)
+        for (i, (_, expected)), r in zip(todo, results):
+            tally.add_run(r)
+            if not r.ok:
+                tally.record(False, f"case {i}: {r.describe()}")
+            elif normalise_stdout(r.stdout) != normalise_stdout(expected):
+                tally.record(False, f"case {i}: wrong output {r.stdout[:60]!r}")
+            else:
+                tally.record(True)
+        todo = todo[len(results):]
         if tally.limit in ("wall", "cpu"):  # a program that ran out of time once would again: save the budget
-            tally.record(False, f"case {i}: not run after an earlier {tally.limit} limit")
-            continue
-        r = sb.run(program, stdin, lim)
-        tally.add_run(r)
-        if not r.ok:
-            tally.record(False, f"case {i}: {r.describe()}")
-        elif normalise_stdout(r.stdout) != normalise_stdout(expected):
-            tally.record(False, f"case {i}: wrong output {r.stdout[:60]!r}")
-        else:
-            tally.record(True)
+            for i, _ in todo:
+                tally.record(False, f"case {i}: not run after an earlier {tally.limit} limit")
+            return
 
 
 def _referenced(code: str) -> tuple[set[str], set[str]]:

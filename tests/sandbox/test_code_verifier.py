@@ -172,7 +172,8 @@ def test_a_sandbox_failure_is_error_never_zero(code_verifier, monkeypatch):
 
     def broken(*a, **k):
         raise SandboxError("zygote lost")
-    monkeypatch.setattr(type(code_verifier_sandbox(code_verifier)), "run", broken)
+    for method in ("run", "run_cases"):  # stdio tests go through a session of all their cases
+        monkeypatch.setattr(type(code_verifier_sandbox(code_verifier)), method, broken)
     v = code_verifier.verify("print(3)", ADD_STDIO, limits=LIM)
     assert v.status is Status.ERROR and v.score is None and "zygote lost" in v.detail
 
