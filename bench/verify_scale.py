@@ -5,7 +5,10 @@
 The same batch of `math` calls (procedural model-style outputs, half right) through
 `VerifierPool(backend=...)` with the cache off; each pool is started (and, for Ray, its actors
 ready) before its clock starts, and its start-up is printed apart. Prints each rate and the
-2-worker/1-worker ratio per backend (noisy machines: compare ratios, not seconds).
+2-worker/1-worker ratio per backend, then Ray's rate over the process pool's at the same number
+of workers (noisy machines: compare ratios, not seconds). Ray actors get up to
+`verifiers.ray_backend.BATCH_MAX` calls per round trip (`--batch-max 1`: one call per round trip,
+as before batching).
 """
 from __future__ import annotations
 
@@ -52,18 +55,26 @@ def measure(backend: str, workers: int, calls) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--batch-max", type=int, default=None, help="calls per round trip to a Ray actor")
     a = ap.parse_args()
+    if a.batch_max:
+        import verifiers.ray_backend as rb
+
+        rb.BATCH_MAX = a.batch_max
     calls = batch(a.n)
     import importlib.util
 
     backends = ["process"] + (["ray"] if importlib.util.find_spec("ray") else [])
     print(f"{a.n} math verifications, cache off, {os.cpu_count()} cores")
+    rates = {}
     for backend in backends:
-        rates = {}
         for w in (1, 2):
-            rates[w], startup = measure(backend, w, calls)
-            print(f"  {backend:7s} {w} worker(s): {rates[w]:8.1f} verifications/s   (start-up {startup:.1f}s)")
-        print(f"  {backend:7s} 2 / 1 workers: {rates[2] / rates[1]:.2f}x")
+            rates[backend, w], startup = measure(backend, w, calls)
+            print(f"  {backend:7s} {w} worker(s): {rates[backend, w]:8.1f} verifications/s   (start-up {startup:.1f}s)")
+        print(f"  {backend:7s} 2 / 1 workers: {rates[backend, 2] / rates[backend, 1]:.2f}x")
+    if "ray" in backends:
+        for w in (1, 2):
+            print(f"  ray / process, {w} worker(s): {rates['ray', w] / rates['process', w]:.2f}x")
     if "ray" not in backends:
         print("  ray: not installed (pip install 'reasoning-rl[ray]')")
 

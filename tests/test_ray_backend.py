@@ -39,3 +39,24 @@ def test_ray_pool_gives_the_same_verdicts_as_the_process_pool():
     assert [(v.status, v.score, v.detail) for v in got[:-1]] == [(v.status, v.score, v.detail) for v in expected[:-1]]
     assert got[-1].status is Status.TIMEOUT and expected[-1].status is Status.TIMEOUT and got[-1].score is None
     assert [v.status for v in again] == [Status.CORRECT, Status.INCORRECT]
+
+
+def test_a_timeout_inside_a_batch_costs_only_its_own_call():
+    """One actor gets the calls in batches; the hanging call's batch-mates are sent again and answered."""
+    from tests.helpers.slow_verifier import Sleepy
+    from verifiers.registry import REGISTRY
+
+    ok = [verifiers.Call("math", f"the answer is {k}", str(k), {"timeout": 60.0}) for k in range(11)]
+    hang = verifiers.Call("sleepy", "30", None, {"timeout": 2.0})
+    verifiers.register(Sleepy())
+    try:
+        pool = verifiers.VerifierPool(num_workers=1, cache_size=0, backend="ray")
+        try:
+            got = pool.run(ok[:3] + [hang] + ok[3:])  # 12 calls, one actor: batches of 6, the hang is 4th
+            assert pool.workers_replaced == 1
+        finally:
+            pool.close()
+    finally:
+        REGISTRY.remove("sleepy")
+    assert got[3].status is Status.TIMEOUT and got[3].score is None
+    assert [v.status for v in got[:3] + got[4:]] == [Status.CORRECT] * 11

@@ -3,7 +3,8 @@
 Each worker is a process forked from a `forkserver` that has imported the verifiers (not torch), so it
 starts in milliseconds and never inherits the trainer's threads. It caps its own address space
 (`memory_mb`: a sympy blow-up becomes a MemoryError, answered ERROR, not the machine's OOM killer) and
-answers (call id, verifier, completion, reference, options) with (call id, reply), one call at a time.
+answers (call id, verifier, completion, reference, options) with (call id, reply), one reply per call, also
+when the pool sends a batch of calls in one message (`worker_call.serve`).
 A worker offers the pool the same small interface as a Ray actor (`ray_backend.RayWorker`): conn, alive(),
 exit_code(), kill(), stop(). Not here: deadlines, caching, the choice of worker (runtime.py).
 """
@@ -12,16 +13,15 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
-import pickle
 import sys
 import time
 from multiprocessing.connection import Connection
 
-from .base import Verifier
 from .registry import load_all
-from .worker_call import handle_call
+from .worker_call import serve
 
 _CTX = None
+BATCH_MAX = 64  # calls per message (each answered, and timed, on its own); a message costs more than a math check
 _START_TRIES = 6  # attempts to start a worker process while the forkserver restarts (about 1.5 s in all)
 
 
@@ -35,31 +35,14 @@ def _context():
 
 
 def _worker_main(conn: Connection, memory_mb: int) -> None:
-    """Loop: receive (call id, verifier, completion, reference, options), answer (call id, reply).
-
-    The call id travels back with its reply, so the pool can tell a reply to the call it is waiting
-    for from anything else; a reply never belongs to another call.
-    """
+    """Cap the address space, load the verifiers, then answer calls on `conn` (`worker_call.serve`)."""
     if memory_mb:
         import resource
 
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     load_all()
-    known: dict[str, Verifier] = {}
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        call_id, *call = msg
-        reply = handle_call(known, *call)
-        try:
-            conn.send((call_id, reply))
-        except (OSError, ValueError, pickle.PicklingError) as e:
-            conn.send((call_id, ("error", f"reply not sendable: {e}")))
+    serve(conn, {})
 
 
 def _reset_forkserver() -> None:
@@ -115,6 +98,8 @@ class ProcessWorker:
         child.close()
         self.task: int | None = None  # index of the call held, in the running batch
         self.call_id: int | None = None  # the id that call was sent under
+        self.queue: list = []  # (index, call id) of calls sent after it, answered in order
+        self.batch_max = BATCH_MAX
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()

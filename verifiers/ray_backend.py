@@ -2,10 +2,14 @@
 
 Each worker is one Ray actor (one CPU) that loads the built-in and plugin verifiers and answers
 calls with the very function the process workers use (`worker_call.handle_call`), so statuses,
-details and metrics are identical. The pool's scheduling loop does not change: a `RayWorker`
-offers it the same small interface as a process worker, with a socket that becomes readable when the actor's reply
-arrives (a small thread waits on the Ray future and writes the reply into it). A call past its
-deadline gets TIMEOUT and its actor is killed (`ray.kill`) and replaced, as a process worker is.
+details and metrics are identical. Ray places and owns the actors (SPREAD: one per node first);
+the calls themselves do not go through Ray's task machinery, which costs milliseconds a call (a
+math verification takes a fraction of one): each actor connects back to the pool over TCP (one
+port per actor on the pool's node, a one-time token) and answers framed calls on that socket,
+as a process worker does on its pipe. The pool sends up to `BATCH_MAX` calls in one message; the
+actor answers each as soon as it is made, so every call keeps its own deadline. A `RayWorker`
+offers the pool's loop the same small interface as a process worker. A call past its deadline
+gets TIMEOUT and its actor is killed (`ray.kill`) and replaced, as a process worker is.
 
 `ray_address=None` starts (or reuses) a local cluster whose workers see this process's
 `sys.path`; an address joins an existing cluster (the package must be installed on its nodes).
@@ -19,7 +23,6 @@ import uuid
 import pickle
 import socket
 import sys
-import threading
 
 
 def _ray(address: str | None = None):
@@ -39,6 +42,7 @@ def _ray(address: str | None = None):
 
 
 _ACTOR_CLASS: list = []
+BATCH_MAX = 64  # calls per round trip to an actor (each still has its own deadline)
 
 
 def _actor_class(address: str | None = None):
@@ -58,62 +62,79 @@ def _actor_class(address: str | None = None):
             def ready(self) -> bool:
                 return True
 
-            def handle(self, blob, completion, reference, options):
-                from .worker_call import handle_call
+            def node(self) -> str:
+                """The Ray node this actor runs on (placement can be checked)."""
+                return ray.get_runtime_context().get_node_id()
 
-                return handle_call(self.known, blob, completion, reference, options)
+            def serve(self, host: str, port: int, token: bytes) -> bool:
+                """Connect back to the pool and answer its calls over that socket, from a thread of this actor."""
+                import threading
+
+                from .worker_call import serve
+
+                conn = _Conn(socket.create_connection((host, port), timeout=60))
+                conn.sock.settimeout(None)
+                conn.sock.sendall(token)
+                threading.Thread(target=serve, args=(conn, self.known), daemon=True, name="rrl-verifier").start()
+                return True
 
         _ACTOR_CLASS.append(VerifierActor)
     return _ACTOR_CLASS[0]
 
 
 class _Conn:
-    """What the pool's loop needs of a worker connection: send, recv, fileno (for `wait`), close."""
+    """Length-prefixed pickle frames over a TCP socket (the pool's end and the actor's): send, recv, fileno, close.
+    Only the pool and the actor it started, which proved itself with a one-time token, ever hold either end."""
 
-    def __init__(self, actor) -> None:
-        self.actor = actor
-        self._r, self._w = socket.socketpair()
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def fileno(self) -> int:
-        return self._r.fileno()
+        return self.sock.fileno()
 
     def send(self, msg) -> None:
-        ray = _ray()
-        if msg is None:
-            return
-        call_id, *call = msg
-        ref = self.actor.handle.remote(*call)
-
-        def deliver() -> None:
-            try:
-                reply = ray.get(ref)
-            except Exception:  # the actor died or was killed: close the line, so the pool sees a dead worker,
-                with contextlib.suppress(OSError):  # answers ERROR (masked) and replaces the actor
-                    self._w.shutdown(socket.SHUT_WR)
-                return
-            data = pickle.dumps((call_id, reply))  # the id travels back with its reply, as with process workers
-            try:
-                self._w.sendall(len(data).to_bytes(8, "big") + data)
-            except OSError:
-                pass  # the pool gave up on this worker (timeout) and closed it
-
-        threading.Thread(target=deliver, daemon=True).start()
+        data = pickle.dumps(msg)
+        self.sock.sendall(len(data).to_bytes(8, "big") + data)
 
     def _exact(self, n: int) -> bytes:
-        buf = b""
+        buf = bytearray()
         while len(buf) < n:
-            chunk = self._r.recv(n - len(buf))
+            chunk = self.sock.recv(n - len(buf))
             if not chunk:
                 raise EOFError("ray worker connection closed")
             buf += chunk
-        return buf
+        return bytes(buf)
 
     def recv(self):
         return pickle.loads(self._exact(int.from_bytes(self._exact(8), "big")))
 
     def close(self) -> None:
-        self._r.close()
-        self._w.close()
+        self.sock.close()
+
+
+def _connect(actor, address: str | None) -> _Conn:
+    """Listen on a fresh port of this node, ask the actor to connect back, accept it (token checked)."""
+    ray = _ray(address)
+    token = os.urandom(16)
+    with socket.create_server(("0.0.0.0", 0)) as server:
+        server.settimeout(300)
+        host = ray.util.get_node_ip_address()
+        ref = actor.serve.remote(host, server.getsockname()[1], token)
+        sock, _ = server.accept()
+        sock.settimeout(60)
+        got = b""
+        while len(got) < len(token):
+            chunk = sock.recv(len(token) - len(got))
+            if not chunk:
+                break
+            got += chunk
+        if got != token:
+            sock.close()
+            raise ConnectionError("a connection to the verifier pool did not come from its actor (bad token)")
+        sock.settimeout(None)
+        ray.get(ref, timeout=60)
+    return _Conn(sock)
 
 
 def sweep(tag: str, keep: frozenset = frozenset()) -> int:
@@ -136,7 +157,8 @@ def sweep(tag: str, keep: frozenset = frozenset()) -> int:
 class RayWorker:
     def __init__(self, memory_mb: int, address: str | None = None, tag: str = "rrl-verifier") -> None:
         self.name = f"{tag}-{uuid.uuid4().hex[:12]}"
-        self.actor = _actor_class(address).options(name=self.name).remote(memory_mb)
+        # SPREAD: the pool's actors go to different nodes where the cluster has them
+        self.actor = _actor_class(address).options(name=self.name, scheduling_strategy="SPREAD").remote(memory_mb)
         ready = False
         try:
             _ray().get(self.actor.ready.remote(), timeout=300)  # started and loaded: deadlines count calls only
@@ -145,9 +167,18 @@ class RayWorker:
             if not ready:  # an interrupt or a failed start: an actor no pool knows about would hold its CPU for good
                 with contextlib.suppress(Exception):
                     _ray().kill(self.actor, no_restart=True)
-        self.conn = _Conn(self.actor)
+        connected = False
+        try:
+            self.conn = _connect(self.actor, address)
+            connected = True
+        finally:
+            if not connected:  # an interrupt too: never leave an actor no pool knows about
+                with contextlib.suppress(Exception):
+                    _ray().kill(self.actor, no_restart=True)
         self.task: int | None = None
         self.call_id: int | None = None
+        self.queue: list = []  # (index, call id) of the calls sent with it, answered in order
+        self.batch_max = BATCH_MAX
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()

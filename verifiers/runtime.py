@@ -8,6 +8,10 @@ training. A worker that dies mid-call, a verifier that raises, or one that retur
 than a valid `Verdict` is answered ERROR. TIMEOUT and ERROR carry score=None: masked downstream,
 never 0. No signals are used, so this works from any thread, and verifiers never need `signal.alarm`.
 
+Calls travel in batches (a share of what is pending, at most the worker's `batch_max`), answered
+one reply per call as each is made; a call that hangs costs only itself: its batch-mates are sent
+to another worker.
+
 A reply never reaches another call: every request carries a call id that the worker sends back, a
 reply with any other id gets its worker replaced (ERROR), options are validated before anything is
 sent, and a run that is interrupted (Ctrl-C) kills the workers still holding its calls.
@@ -40,8 +44,10 @@ from .registry import distribution, get
 
 _SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
 
-# Worker backends, chosen by name: `start(memory_mb, address, tag, live)` makes one. A worker offers: conn (send/recv/fileno), task, call_id, started, deadline,
-# sent_verifiers, alive(), exit_code(), kill(), stop().
+# Worker backends, chosen by name: `start(memory_mb, address, tag, live)` makes one. A worker offers: conn
+# (send/recv/fileno), task, call_id, started, deadline, queue, batch_max, sent_verifiers, alive(), exit_code(),
+# kill(), stop(). Up to `batch_max` calls travel in one message (a message costs more than a `math` check); the
+# worker answers them one by one, in order, so each still has its own deadline (counted from the previous reply).
 WORKER_BACKENDS = {"process": ProcessWorker, "ray": RayWorker}
 
 
@@ -196,32 +202,37 @@ class VerifierPool:
             pending.append(i)
         pending.reverse()
         self._ensure_workers()
+        self._solo: set[int] = set()  # calls that must travel alone (a batch holding them could not be sent)
         busy: dict[Any, Any] = {}  # connection -> the worker holding a call
         try:
             while pending or busy:
                 for w in list(self._workers):
                     if w.task is None and pending:
-                        i = pending.pop()
-                        if not self._send(w, i, calls[i], blobs[calls[i].verifier], timeouts[i], busy, results):
-                            pending.append(i)  # the worker was dead before the call reached it: send it again
+                        batch = [pending.pop() for _ in range(self._batch_len(w, pending))]
+                        # calls whose worker was dead before they reached it are sent again
+                        pending.extend(reversed(self._send(w, batch, calls, blobs, timeouts, busy, results)))
                 if not busy:
                     continue
                 now = time.monotonic()
                 ready = wait(list(busy), timeout=max(0.0, min(w.deadline for w in busy.values()) - now))
                 for conn in ready:
                     w = busy.pop(conn)
-                    i = w.task
-                    verdict = self._receive(w)
-                    self._finish(i, calls[i], verdict, time.monotonic() - w.started, results, keys)
+                    i, started = w.task, w.started
+                    verdict, unrun = self._receive(w, timeouts)
+                    self._finish(i, calls[i], verdict, time.monotonic() - started, results, keys)
+                    pending.extend(unrun)  # the rest of a dead worker's batch never ran: send it elsewhere
+                    if w.task is not None:
+                        busy[conn] = w  # the next call of its batch is under way
                 now = time.monotonic()
                 for conn, w in list(busy.items()):
                     if now >= w.deadline:
                         busy.pop(conn)
-                        i = w.task
+                        i, unrun = w.task, [q[0] for q in w.queue]
                         self._replace(w)
                         verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
                                                                    "worker killed and replaced")
                         self._finish(i, calls[i], verdict, now - w.started, results, keys)
+                        pending.extend(unrun)
         finally:
             # left early (an interrupt, a bug): the replies still owed must never reach a later call
             self._reap_abandoned()
@@ -230,56 +241,89 @@ class VerifierPool:
             self.stats.record(calls[i].verifier, results[j], None, True)
         return results  # type: ignore[return-value]
 
-    def _send(self, w, i: int, c: Call, pickled: bytes | None, timeout: float, busy: dict, results: list) -> bool:
-        """Send call `i` to an idle worker under a fresh call id; an unsendable call is answered ERROR.
+    def _batch_len(self, w, pending: list) -> int:
+        """How many pending calls go to idle worker `w` in one message: 1 for a process worker; for a Ray actor
+        a share of what is left (so the batches still balance over the actors), at most its `batch_max`."""
+        if w.batch_max <= 1 or pending[-1] in self._solo:
+            return 1
+        n = min(w.batch_max, math.ceil(len(pending) / (2 * self.num_workers)))
+        solo = next((k for k in range(1, n) if pending[-1 - k] in self._solo), n)
+        return max(1, solo)
 
-        False when the worker had died while idle (the call never reached it): it is replaced and the
-        caller sends the call again, up to `_SEND_TRIES` times before the call is answered ERROR.
-        """
-        opts = {k: val for k, val in c.options.items() if k != "timeout"}
-        blob = (c.verifier, None if c.verifier in w.sent_verifiers else pickled)
-        self._next_id += 1
-        # the worker is marked as holding the call before it is sent: an interrupt between the two must
+    def _send(self, w, batch: list[int], calls: Sequence[Call], blobs: dict, timeouts: dict, busy: dict,
+              results: list) -> list[int]:
+        """Send the calls `batch` to an idle worker in one message, each under a fresh call id; the worker
+        holds the first (`task`), the rest wait in its `queue`. Returns the calls to send again: the worker
+        had died while idle (it is replaced; a call found so `_SEND_TRIES` times is answered ERROR), or a batch
+        could not be pickled (its calls then travel alone). A single call that cannot be sent is ERROR."""
+        msgs, ids, seen = [], [], set(w.sent_verifiers)
+        for i in batch:
+            c = calls[i]
+            opts = {k: val for k, val in c.options.items() if k != "timeout"}
+            blob = (c.verifier, None if c.verifier in seen else blobs[c.verifier])
+            seen.add(c.verifier)
+            self._next_id += 1
+            ids.append(self._next_id)
+            msgs.append((self._next_id, blob, c.completion, c.reference, opts))
+        # the worker is marked as holding the calls before they are sent: an interrupt between the two must
         # leave a worker that is reaped, never one that owes a reply nobody is waiting for
-        w.task, w.call_id, w.started, w.deadline = i, self._next_id, time.monotonic(), time.monotonic() + timeout
+        now = time.monotonic()
+        w.task, w.call_id, w.started, w.deadline = batch[0], ids[0], now, now + timeouts[batch[0]]
+        w.queue = list(zip(batch[1:], ids[1:]))
         try:
-            w.conn.send((self._next_id, blob, c.completion, c.reference, opts))
+            w.conn.send(msgs[0] if len(msgs) == 1 else msgs)
         except OSError as e:  # a broken pipe: the worker died while idle
             w.task = w.call_id = None
+            w.queue = []
             self._replace(w)
-            self._send_failures[i] = tries = self._send_failures.get(i, 0) + 1
-            if tries < _SEND_TRIES:
-                return False
-            results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker after {tries} tries: {e}")
-            self.stats.record(c.verifier, results[i], None, False)
-            return True
+            again = []
+            for i in batch:
+                self._send_failures[i] = tries = self._send_failures.get(i, 0) + 1
+                if tries < _SEND_TRIES:
+                    again.append(i)
+                else:
+                    results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker after {tries} tries: {e}")
+                    self.stats.record(calls[i].verifier, results[i], None, False)
+            return again
         except (ValueError, pickle.PicklingError, TypeError, AttributeError) as e:
             w.task = w.call_id = None  # pickling failed before any byte was written
-            results[i] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker: {e}")
-            self.stats.record(c.verifier, results[i], None, False)
-            return True
-        w.sent_verifiers.add(c.verifier)
+            w.queue = []
+            if len(batch) > 1:
+                self._solo.update(batch)
+                return list(batch)
+            results[batch[0]] = Verdict.masked_as(Status.ERROR, f"call not sendable to a worker: {e}")
+            self.stats.record(calls[batch[0]].verifier, results[batch[0]], None, False)
+            return []
+        w.sent_verifiers = seen
         busy[w.conn] = w
-        return True
+        return []
 
-    def _receive(self, w) -> Verdict:
-        """The verdict for the call `w` holds. A dead worker, or a reply for any other call id, is ERROR
-        (masked) and the worker is replaced: a reply is never matched to a call it was not sent for."""
+    def _receive(self, w, timeouts: dict) -> tuple[Verdict, list[int]]:
+        """The verdict for the call `w` holds, and the calls of its batch that will now never run. A dead worker,
+        or a reply for any other call id, is ERROR (masked) and the worker is replaced: a reply is never matched
+        to a call it was not sent for. On a good reply the worker moves on to the next call of its batch."""
         try:
             call_id, reply = w.conn.recv()
         except (EOFError, OSError):
             code = w.exit_code()
+            unrun, w.queue, w.task, w.call_id = [q[0] for q in w.queue], [], None, None
             self._replace(w)
-            return Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})")
+            return Verdict.masked_as(Status.ERROR, f"worker died (exit code {code})"), unrun
         if call_id != w.call_id:
+            held, unrun = w.call_id, [q[0] for q in w.queue]
+            w.queue, w.task, w.call_id = [], None, None
             self._replace(w)
-            return Verdict.masked_as(Status.ERROR, f"worker answered call {call_id} while holding call {w.call_id}; "
-                                                   "worker replaced")
+            return Verdict.masked_as(Status.ERROR, f"worker answered call {call_id} while holding call {held}; "
+                                                   "worker replaced"), unrun
         w.task = w.call_id = None
+        if w.queue:
+            (w.task, w.call_id), w.queue = w.queue[0], w.queue[1:]
+            w.started = time.monotonic()
+            w.deadline = w.started + timeouts[w.task]
         if reply[0] == "ok":
             _, status, score, detail, metrics, _lat = reply
-            return Verdict(Status(status), score, detail, metrics)
-        return Verdict.masked_as(Status.ERROR, reply[1])
+            return Verdict(Status(status), score, detail, metrics), []
+        return Verdict.masked_as(Status.ERROR, reply[1]), []
 
     # -- helpers -----------------------------------------------------------------
     def _call_timeout(self, v: Verifier, c: Call) -> float:
@@ -300,6 +344,7 @@ class VerifierPool:
         with contextlib.suppress(OSError, ValueError):
             w.kill()
         w.task = w.call_id = None
+        w.queue = []
         if w in self._workers:
             self._workers.remove(w)
         self.workers_replaced += 1

@@ -2,7 +2,9 @@
 
 Shared by both worker backends, so statuses, details and metrics are identical whichever runs the call.
 A verifier that raises or returns something other than a valid Verdict is answered ("error", why): the pool
-masks it (ERROR, score None), never 0. Not here: deadlines and killing (the pool's), transport.
+masks it (ERROR, score None), never 0. `serve(conn, known)` is the workers' loop over any connection with send/recv: a message is one call
+or a batch of calls (a list), answered one reply per call, in order, each as soon as it is made.
+Not here: deadlines and killing (the pool's), transport.
 """
 from __future__ import annotations
 
@@ -30,3 +32,22 @@ def handle_call(known: dict, blob, completion, reference, options) -> tuple:
     except Exception as e:  # noqa: BLE001 - any verifier failure becomes ERROR (masked), reported in detail
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
         return ("error", tb[:500])
+
+
+def serve(conn, known: dict) -> None:
+    """Answer (call id, verifier, completion, reference, options) messages, or lists of them, with (call id,
+    reply) until the connection closes or sends None. The call id travels back with its reply, so the pool can
+    tell a reply to the call it waits for from anything else."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        for call_id, *call in (msg if isinstance(msg, list) else [msg]):
+            reply = handle_call(known, *call)
+            try:
+                conn.send((call_id, reply))
+            except (ValueError, pickle.PicklingError, TypeError, AttributeError) as e:  # the reply itself
+                conn.send((call_id, ("error", f"reply not sendable: {e}")))
