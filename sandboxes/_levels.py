@@ -40,6 +40,12 @@ CONTAINS = {
                 "(data, address space, CPU, file size, open files) and a per-run process count",
     "none": "a scratch directory and per-process rlimits only: host files, processes and network are reachable",
 }
+LACKS = {  # what each level does not contain
+    "full": "kernel bugs in the syscalls the filter allows; timing and cache side channels",
+    "rootless": "kernel bugs in the syscalls the filter allows; side channels; memory and CPU in total across the "
+                "run's processes (bounded per process only: see `bounds`); the program's host uid is the caller's",
+    "none": "nearly everything: the program can read what its uid can read, see host processes, use the network",
+}
 BOUNDS = {  # what a level without cgroups bounds only per process, and the total that follows
     "memory": "memory_mb per process (RLIMIT_DATA), so at most processes x memory_mb in all, plus 3 x disk_mb of tmpfs",
     "cpu": "cpu_s per process (RLIMIT_CPU), so at most processes x cpu_s in all, and never past the wall clock",
@@ -129,7 +135,7 @@ def detect(prefix: str) -> tuple[dict, "_cgroup.Cgroups | None"]:
     elif cgroups is not None:
         cgroups.close()
         cgroups = None
-    report["contains"] = CONTAINS[report["level"]]
+    report["contains"], report["lacks"] = CONTAINS[report["level"]], LACKS[report["level"]]
     if report["limits"] == "rlimits" and report["level"] != "full":
         report["bounds"] = dict(BOUNDS)
     return report, cgroups

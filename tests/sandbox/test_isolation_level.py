@@ -53,6 +53,7 @@ def test_unprivileged_caller_gets_the_rootless_level(root):
     out = as_nobody(root, "plain")
     assert out["level"] == "rootless" and out["probe"]["limits"] == "rlimits" and out["probe"]["seccomp"] is True
     assert "processes x memory_mb" in out["probe"]["bounds"]["memory"]
+    assert "in total across the run's processes" in out["probe"]["lacks"]
     assert out["run"] == ["42 65534", "rootless", "rlimits"]
 
 
