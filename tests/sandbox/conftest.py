@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 
 import pytest
 
@@ -91,6 +92,12 @@ def net_sandbox():
 def rootless_sandbox():
     if os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON):
         pytest.skip("needs root (to start a zygote as an unprivileged uid) and a system python3 that uid can run")
+    from sandboxes.client import ZYGOTE
+
+    reach = subprocess.run([SYSTEM_PYTHON, "-c", f"open({ZYGOTE!r}).close()"], user=RUN_AS, group=RUN_AS,
+                           extra_groups=[], capture_output=True, timeout=60)
+    if reach.returncode:
+        pytest.skip(f"the checkout is not readable by uid {RUN_AS}: {reach.stderr.decode()[-200:]}")
     sb, nets = _start_in_net("rootless", python=SYSTEM_PYTHON, user=RUN_AS)
     if sb.report["level"] != "rootless":
         _remove_net(sb, nets)
