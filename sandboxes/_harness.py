@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import ctypes
+import os
+import random
+import shutil
+import signal
 import sys
 import traceback
 
@@ -139,9 +144,6 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
 
 def _reap_all() -> int:
     """As pid 1 of the run's namespace: kill every other process in it and reap them; return how many."""
-    import os
-    import signal
-
     n = 0
     while True:
         try:
@@ -157,9 +159,6 @@ def _reap_all() -> int:
 
 def _clean(dirs=("/work", "/tmp", "/dev/shm")) -> None:
     """Empty the run's scratch file systems between cases (files the program made there, whatever their mode)."""
-    import os
-    import shutil
-
     for d in dirs:
         for name in os.listdir(d):
             path = os.path.join(d, name)
@@ -185,11 +184,6 @@ def cases(code: str, req_fd: int, resp_fd: int) -> int:
     only the signals it handles, and SIGINT's handler is dropped), so a case cannot reach into it to steer
     the next one. Its stdout and stderr are the run's: each case's child writes there, and the supervisor,
     told a case is done only after every process of it is gone, splits the streams per case."""
-    import ctypes
-    import os
-    import random
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/1/mem for the cases

@@ -196,10 +196,12 @@ class Sandbox:
                 return [self.run(code, s, limits) for s in stdins]
             lim = self._begin(code, "", limits, "cases", stdins=stdins)
             msg = self._recv(len(stdins) * (lim.wall_s + 2.0) + MARGIN_S)
-            if msg.get("op") != "result" or not isinstance(msg.get("cases"), list) and not msg.get("error"):
+            if msg.get("op") != "result":
                 self._fail(f"sandbox protocol: expected a cases result, got {str(msg)[:200]!r}")
             if msg.get("error"):
                 raise SandboxError(msg["error"])
+            if not isinstance(msg.get("cases"), list):
+                self._fail(f"sandbox protocol: a cases result without its cases: {str(msg)[:200]!r}")
             if not msg["cases"]:
                 raise SandboxError("the sandbox session ran none of the cases")
             return [RunResult(**{f.name: c[f.name] for f in fields(RunResult)}) for c in msg["cases"]]
