@@ -6,9 +6,9 @@ The same batch of `math` calls (procedural model-style outputs, half right) thro
 `VerifierPool(backend=...)` with the cache off; each pool is started (and, for Ray, its actors
 ready) before its clock starts, and its start-up is printed apart. Prints each rate and the
 2-worker/1-worker ratio per backend, then Ray's rate over the process pool's at the same number
-of workers (noisy machines: compare ratios, not seconds). Ray actors get up to
-`verifiers.ray_backend.BATCH_MAX` calls per round trip (`--batch-max 1`: one call per round trip,
-as before batching).
+of workers (noisy machines: compare ratios, not seconds). Both backends' workers get up to
+`verifiers.worker_call.BATCH_MAX` calls per message (`--batch-max 1`: one call per message, as
+before batching).
 """
 from __future__ import annotations
 
@@ -55,12 +55,12 @@ def measure(backend: str, workers: int, calls) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=600)
-    ap.add_argument("--batch-max", type=int, default=None, help="calls per round trip to a Ray actor")
+    ap.add_argument("--batch-max", type=int, default=None, help="calls per message to a worker (both backends)")
     a = ap.parse_args()
     if a.batch_max:
-        import verifiers.ray_backend as rb
+        import verifiers.worker_call as wc
 
-        rb.BATCH_MAX = a.batch_max
+        wc.BATCH_MAX = a.batch_max
     calls = batch(a.n)
     import importlib.util
 

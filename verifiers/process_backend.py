@@ -18,10 +18,10 @@ import time
 from multiprocessing.connection import Connection
 
 from .registry import load_all
+from . import worker_call
 from .worker_call import serve
 
 _CTX = None
-BATCH_MAX = 64  # calls per message (each answered, and timed, on its own); a message costs more than a math check
 _START_TRIES = 6  # attempts to start a worker process while the forkserver restarts (about 1.5 s in all)
 
 
@@ -99,7 +99,7 @@ class ProcessWorker:
         self.task: int | None = None  # index of the call held, in the running batch
         self.call_id: int | None = None  # the id that call was sent under
         self.queue: list = []  # (index, call id) of calls sent after it, answered in order
-        self.batch_max = BATCH_MAX
+        self.batch_max = worker_call.BATCH_MAX
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()

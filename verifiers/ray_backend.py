@@ -6,7 +6,7 @@ details and metrics are identical. Ray places and owns the actors (SPREAD: one p
 the calls themselves do not go through Ray's task machinery, which costs milliseconds a call (a
 math verification takes a fraction of one): each actor connects back to the pool over TCP (one
 port per actor on the pool's node, a one-time token) and answers framed calls on that socket,
-as a process worker does on its pipe. The pool sends up to `BATCH_MAX` calls in one message; the
+as a process worker does on its pipe. The pool sends up to `worker_call.BATCH_MAX` calls in one message; the
 actor answers each as soon as it is made, so every call keeps its own deadline. A `RayWorker`
 offers the pool's loop the same small interface as a process worker. A call past its deadline
 gets TIMEOUT and its actor is killed (`ray.kill`) and replaced, as a process worker is.
@@ -23,6 +23,8 @@ import uuid
 import pickle
 import socket
 import sys
+
+from . import worker_call
 
 
 def _ray(address: str | None = None):
@@ -42,7 +44,6 @@ def _ray(address: str | None = None):
 
 
 _ACTOR_CLASS: list = []
-BATCH_MAX = 64  # calls per round trip to an actor (each still has its own deadline)
 
 
 def _actor_class(address: str | None = None):
@@ -123,18 +124,17 @@ def _connect(actor, address: str | None) -> _Conn:
         ref = actor.serve.remote(host, server.getsockname()[1], token)
         sock, _ = server.accept()
         sock.settimeout(60)
-        got = b""
-        while len(got) < len(token):
-            chunk = sock.recv(len(token) - len(got))
-            if not chunk:
-                break
-            got += chunk
+        conn = _Conn(sock)
+        try:
+            got = conn._exact(len(token))
+        except EOFError:
+            got = b""
         if got != token:
-            sock.close()
+            conn.close()
             raise ConnectionError("a connection to the verifier pool did not come from its actor (bad token)")
         sock.settimeout(None)
         ray.get(ref, timeout=60)
-    return _Conn(sock)
+    return conn
 
 
 def sweep(tag: str, keep: frozenset = frozenset()) -> int:
@@ -178,7 +178,7 @@ class RayWorker:
         self.task: int | None = None
         self.call_id: int | None = None
         self.queue: list = []  # (index, call id) of the calls sent with it, answered in order
-        self.batch_max = BATCH_MAX
+        self.batch_max = worker_call.BATCH_MAX
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()

@@ -242,13 +242,12 @@ class VerifierPool:
         return results  # type: ignore[return-value]
 
     def _batch_len(self, w, pending: list) -> int:
-        """How many pending calls go to idle worker `w` in one message: 1 for a process worker; for a Ray actor
-        a share of what is left (so the batches still balance over the actors), at most its `batch_max`."""
+        """How many pending calls go to idle worker `w` in one message: a share of what is left (so the batches
+        still balance over the workers), at most its `batch_max`, and never past a call that must travel alone."""
         if w.batch_max <= 1 or pending[-1] in self._solo:
             return 1
         n = min(w.batch_max, math.ceil(len(pending) / (2 * self.num_workers)))
-        solo = next((k for k in range(1, n) if pending[-1 - k] in self._solo), n)
-        return max(1, solo)
+        return next((k for k in range(1, n) if pending[-1 - k] in self._solo), n)
 
     def _send(self, w, batch: list[int], calls: Sequence[Call], blobs: dict, timeouts: dict, busy: dict,
               results: list) -> list[int]:

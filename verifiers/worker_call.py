@@ -13,6 +13,8 @@ import time
 import traceback
 
 from .base import check_verdict
+
+BATCH_MAX = 64  # calls per message to a worker (each answered, and timed, on its own): a message costs more than a math check
 from .registry import get
 
 
