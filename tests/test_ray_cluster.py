@@ -3,7 +3,8 @@ as a user spreads verification over machines: the pool's two actors land on the 
 (SPREAD), batches travel one round trip each, and the verdicts equal the process pool's.
 
 The nodes are started with --block in their own process group and ended by signalling that
-group, so no other Ray cluster on the machine is touched. The pool runs in a subprocess, which
+group, so no other Ray cluster on the machine is touched; the head's note of the "current
+cluster" is put back as it was (a later `ray.init()` would try to join the dead cluster). The pool runs in a subprocess, which
 joins the cluster by address (a pytest process may already hold a local Ray of its own)."""
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def test_two_node_cluster_verdicts_equal_the_process_pool(root):
     # token authentication (Ray's default) would need the token on every node: off for a cluster of one machine
     env = {**os.environ, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     common = ["--num-cpus=1", "--block", "--disable-usage-stats"]
+    current = "/tmp/ray/ray_current_cluster"
+    before = open(current).read() if os.path.exists(current) else None
     head = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--include-dashboard=false", *common], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     nodes = [head]
@@ -77,5 +80,11 @@ def test_two_node_cluster_verdicts_equal_the_process_pool(root):
                     break
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     continue
+        if os.path.exists(current) and open(current).read().strip().endswith(f":{port}"):
+            if before is None:
+                os.remove(current)
+            else:
+                with open(current, "w") as f:
+                    f.write(before)
     assert got["same"] and got["n"] == 303 and got["replaced"] == 0
     assert len(got["cluster_nodes"]) == 2 and got["actor_nodes"] == got["cluster_nodes"]  # one actor per node
