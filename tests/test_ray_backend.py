@@ -1,6 +1,7 @@
 """The verifier runtime on a local Ray cluster of 2 worker actors: the same verdicts as the
 in-process pool, TIMEOUT from a hanging verifier included."""
 import importlib.util
+import time
 
 import pytest
 
@@ -60,3 +61,29 @@ def test_a_timeout_inside_a_batch_costs_only_its_own_call():
         REGISTRY.remove("sleepy")
     assert got[3].status is Status.TIMEOUT and got[3].score is None
     assert [v.status for v in got[:3] + got[4:]] == [Status.CORRECT] * 11
+
+
+def test_an_actor_killed_while_idle_is_replaced_before_the_next_batch():
+    """An actor that died between batches is found by its closed socket and replaced before anything is sent
+    to it: the next batch is answered in full, not with ERROR for the calls that would have reached it."""
+    import ray
+
+    from tests.test_pool_fuzz import _ended
+
+    pool = verifiers.VerifierPool(num_workers=2, cache_size=0, backend="ray")
+    try:
+        first = pool.run(calls()[:6])
+        victim = pool._workers[0]
+        pid = ray.get(victim.actor.pid.remote(), timeout=30)
+        ray.kill(victim.actor, no_restart=True)
+        for _ in range(3000):  # ray.kill is asynchronous
+            if _ended(pid) and not victim.alive():
+                break
+            time.sleep(0.01)
+        assert not victim.alive()
+        again = pool.run(calls()[:6])
+        assert pool.workers_replaced == 1 and victim not in pool._workers
+    finally:
+        pool.close()
+    assert [(v.status, v.score, v.detail) for v in again] == [(v.status, v.score, v.detail) for v in first]
+    assert Status.ERROR not in {v.status for v in first}

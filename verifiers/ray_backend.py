@@ -21,6 +21,7 @@ import contextlib
 import os
 import uuid
 import pickle
+import select
 import socket
 import sys
 
@@ -66,6 +67,10 @@ def _actor_class(address: str | None = None):
             def node(self) -> str:
                 """The Ray node this actor runs on (placement can be checked)."""
                 return ray.get_runtime_context().get_node_id()
+
+            def pid(self) -> int:
+                """The actor's process id on its node (a test can wait for a killed actor's process to end)."""
+                return os.getpid()
 
             def serve(self, host: str, port: int, token: bytes) -> bool:
                 """Connect back to the pool and answer its calls over that socket, from a thread of this actor."""
@@ -192,7 +197,14 @@ class RayWorker:
         return cls(memory_mb, address, tag)
 
     def alive(self) -> bool:
-        return True  # a dead actor is found out by its next call (ERROR, masked, and the actor replaced)
+        """Whether an idle actor can still take a call. An idle actor owes nothing, so anything readable on its
+        connection is its end closing (the actor died or was killed) or a reply nobody asked for: either way the
+        pool replaces it before sending, instead of finding out by a call answered ERROR."""
+        try:
+            readable, _, _ = select.select([self.conn.sock], [], [], 0)
+        except (OSError, ValueError):  # closed on our side
+            return False
+        return not readable
 
     def exit_code(self) -> int | None:
         return None  # an actor has no exit status to report
