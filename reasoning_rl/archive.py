@@ -1,7 +1,8 @@
 """The rollout archive: every verified sample of a run, one JSON line each, for re-verification and pairing.
 
 A line holds the step, prompt id, prompt, task (reference answer etc.), the sample's index in
-its group, text, token count, finish reason, and every verdict (status, score, detail), and the
+its group, text, token count, finish reason, the version of the weights that sampled it and its
+staleness (updates behind at this step), every verdict (status, score, detail), and the
 provenance of each verdict: its verifier's version and a hash of the options it was called with
 (`provenance`), so a later `reasoning-rl reverify` can say which versions disagree.
 `read_archive` rebuilds the `Group`s (one per step and prompt), so `reasoning-rl pairs --archive`
@@ -30,6 +31,9 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
                     "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
                     "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
                                  for k, v in s.verdicts.items()}}
+            if s.weight_version is not None:  # which weights sampled it, and how many updates behind they were
+                line["weight_version"] = s.weight_version
+                line["staleness"] = step - 1 - s.weight_version
             if provenance:
                 line["provenance"] = {k: provenance[k] for k in s.verdicts if k in provenance}
             f.write(json.dumps(line, ensure_ascii=False) + "\n")

@@ -208,20 +208,28 @@ class RLConfig:
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
     verifier_backend: Literal["process", "ray"] = knob("process", "process (local workers) | ray (Ray actors; "
                                                        "RAY_ADDRESS joins a cluster)")
-    engine: Literal["hf", "vllm", "openai"] = knob(
-        "hf", "rollout engine: hf (transformers, the CPU default) | vllm (needs vLLM importable, e.g. run under "
-              ".venv-vllm; weights pushed in place) | openai (a `vllm serve` server at engine_url; weights pushed "
-              "through weights_dir); TRL use_vllm / vllm_mode")
+    engine: Literal["hf", "worker", "vllm", "openai"] = knob(
+        "hf", "rollout engine: hf (transformers, the CPU default) | worker (hf in a generation process of its own, "
+              "weights pushed each round; what max_staleness >= 1 needs on one machine) | vllm (needs vLLM "
+              "importable, e.g. run under .venv-vllm; weights pushed in place) | openai (a `vllm serve` server at "
+              "engine_url; weights pushed through weights_dir); TRL use_vllm / vllm_mode")
+    max_staleness: int = knob(0, "async rounds: generate round t+k while update t runs, from weights k updates old "
+                                 "(0 = the synchronous loop). Needs engine worker or openai; the ratio is taken "
+                                 "against the trainer's own pi_old and rollout_correction weighs the engine's samples "
+                                 "back (docs/async.md); prime-rl max_off_policy_steps, open-instruct async_steps. "
+                                 "1 is the usual choice", min=0)
+    generation_threads: int = knob(0, "engine=worker: torch threads of the generation process (0 = num_threads)",
+                                   min=0)
     engine_url: str = knob("", "engine=openai: the server's OpenAI base URL, e.g. http://host:8000/v1")
     engine_model: str = knob("", "engine=openai: the served model name (vllm serve's --served-model-name, or its path)")
     weights_dir: str = knob("", "engine=openai: a folder the server can also read, for weight pushes "
                                 "(empty = output_dir/weights; the server must run with VLLM_SERVER_DEV_MODE=1)")
-    push_every: int = knob(1, "vllm/openai engines: push the trainer's weights every N rounds; samples then come "
+    push_every: int = knob(1, "worker/vllm/openai engines: push the trainer's weights every N rounds; samples then come "
                               "from weights up to N-1 updates old (rollout_correction weighs them back)", min=1)
     rollout_correction: Literal["auto", "none", "token_tis", "seq_tis", "token_mis", "seq_mis", "icepop",
                                 "geo_mask"] = knob(
         "auto", "importance weights for samples whose engine log-probs differ from the trainer's (docs/algorithms.md "
-                "§rollout-correction): auto = token_tis for engines vllm and openai, none for hf (the sampler is the "
+                "§rollout-correction): auto = token_tis for engines worker, vllm and openai, none for hf (the sampler is the "
                 "trainer). Not none: the ratio is taken against the trainer's own pi_old (one extra forward a round); "
                 "TRL vllm_importance_sampling_correction / _mode")
     is_min: float = knob(0.5, "lower bound C_min of the mask modes (token_mis, seq_mis, icepop, geo_mask); TRL "
@@ -239,6 +247,13 @@ class RLConfig:
         if self.engine == "openai" and not (self.engine_url and self.engine_model):
             raise ConfigError(f"{self.SECTION}.engine=openai needs {self.SECTION}.engine_url and "
                               f"{self.SECTION}.engine_model (got {self.engine_url!r}, {self.engine_model!r})")
+        if self.max_staleness and self.engine not in ("worker", "openai"):
+            raise ConfigError(f"{self.SECTION}.max_staleness={self.max_staleness} needs an engine with weights of its "
+                              f"own that runs beside the update: {self.SECTION}.engine=worker (one machine) or "
+                              f"openai (a vLLM server); got engine={self.engine!r}")
+        if self.max_staleness and self.push_every != 1:
+            raise ConfigError(f"{self.SECTION}.push_every={self.push_every} with max_staleness={self.max_staleness}: "
+                              "max_staleness already sets how old the sampling weights are; leave push_every at 1")
 
     SECTION: ClassVar[str] = "rl"
 

@@ -66,7 +66,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/logprob_mismatch_mean", "nats/token", BOTH,
            "mean |log p_engine - log p_trainer| over sampled tokens (0 when the trainer samples)"),
     Metric("rollout/logprob_mismatch_max", "nats/token", BOTH, "largest such difference"),
-    Metric("rollout/staleness", "updates", BOTH, "how many updates old the sampling weights were"),
+    Metric("rollout/staleness", "updates", BOTH, "how many updates old the sampling weights were, mean over the "
+           "round's samples (0 = on-policy; max_staleness and push_every set it)"),
+    Metric("rollout/staleness_max", "updates", BOTH, "the stalest sample of the round"),
     Metric("rollout/mismatch_kl", "nats/token", BOTH, "k3 estimate of KL(pi_engine || pi_old) over the sampled tokens: "
            "how far the engine's log-probs are from the trainer's (rollout_correction not none)"),
     Metric("rollout/is_truncated", "fraction", BOTH, "tokens (token_tis) or sequences (seq_tis) whose importance "
@@ -112,7 +114,10 @@ METRICS: tuple[Metric, ...] = (
            "all verification time, also what overlapped generation (rollout_chunks > 1)"),
     Metric("time/update", "seconds", BOTH, "time of the optimiser update"),
     Metric("time/step", "seconds", BOTH, "wall time of the whole round"),
-    Metric("time/push", "seconds", BOTH, "time to push weights to the engine (engines vllm and openai)"),
+    Metric("time/push", "seconds", BOTH, "time to push weights to the engine (engines worker, vllm and openai), in "
+           "the round the push was for"),
+    Metric("time/wait", "seconds", BOTH, "how long the step waited for its round: all of its making when "
+           "synchronous, what the previous update did not hide with max_staleness >= 1"),
     # evaluation
     Metric("eval/accuracy", "fraction", BOTH, "held-out accuracy, greedy, on eval.size prompts never trained on"),
 )

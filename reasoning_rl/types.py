@@ -13,6 +13,7 @@ validation and small derived properties.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass, field
@@ -112,6 +113,8 @@ class Sample:
     logprobs:  log π_old(token_t | ...) for each of those tokens, length n (or empty if the engine gave none).
     finish_reason: "stop" or "length" (truncated).
     verdicts:  verifier name -> Verdict, filled in after verification.
+    weight_version: how many updates the sampling weights had had (None: not recorded). A sample trained on at
+               step t is t - 1 - weight_version updates stale.
     """
 
     text: str
@@ -119,6 +122,7 @@ class Sample:
     logprobs: tuple[float, ...] = ()
     finish_reason: str = "stop"
     verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+    weight_version: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(self.token_ids))
@@ -135,7 +139,7 @@ class Sample:
     def with_verdicts(self, verdicts: Mapping[str, Verdict]) -> "Sample":
         merged = dict(self.verdicts)
         merged.update(verdicts)
-        return Sample(self.text, self.token_ids, self.logprobs, self.finish_reason, merged)
+        return dataclasses.replace(self, verdicts=merged)
 
     def outcome(self, verifier: str) -> bool | None:
         """Pass/fail under one verifier; None when masked or not verified by it."""

@@ -27,7 +27,7 @@ BAD = [
     (["sft.eval_size=10"], "is now 'eval.size'"),
     # choices typed as Literal
     (["grpo.loss_type=dpo"], "grpo.loss_type: value 'dpo' is not one of ['grpo', 'dr_grpo', 'dapo', 'bnpo', 'cispo']"),
-    (["ppo.engine=tgi"], "ppo.engine: value 'tgi' is not one of ['hf', 'vllm', 'openai']"),
+    (["ppo.engine=tgi"], "ppo.engine: value 'tgi' is not one of ['hf', 'worker', 'vllm', 'openai']"),
     # cross-field rules, checked when the config is built (before any model loads)
     (["grpo.engine=openai"], "grpo.engine=openai needs grpo.engine_url and grpo.engine_model"),
     (["ppo.engine=openai", "ppo.engine_url=http://x/v1"], "ppo.engine=openai needs ppo.engine_url"),

@@ -1,4 +1,5 @@
-"""Kill-and-resume: a GRPO or PPO run killed with SIGKILL and resumed continues the same trajectory."""
+"""Kill-and-resume: a GRPO or PPO run killed with SIGKILL and resumed continues the same trajectory; so does an
+async GRPO run (max_staleness 1, the worker engine), whose checkpoint holds the round already requested."""
 import json
 import os
 import signal
@@ -20,11 +21,12 @@ OVERRIDES = {  # 6 steps, a checkpoint every 2, 6 prompts x 4 samples per step
             "ppo.eval_every=3", "eval.size=30", "ppo.train_prompts=48", "ppo.verifier_workers=1", "ppo.lr=3e-4",
             "ppo.minibatch_size=12", "ppo.adaptive_kl=true", "ppo.kl_horizon=10"],
 }
+OVERRIDES["grpo-async"] = OVERRIDES["grpo"] + ["grpo.engine=worker", "grpo.max_staleness=1"]
 
 
-def _cmd(algo, out, *extra):
-    args = [PY, "-m", "reasoning_rl", "train", algo, "--set", f"output_dir={out}", *extra]
-    for o in SFT + OVERRIDES[algo]:
+def _cmd(run, out, *extra):
+    args = [PY, "-m", "reasoning_rl", "train", run.split("-")[0], "--set", f"output_dir={out}", *extra]
+    for o in SFT + OVERRIDES[run]:
         args += ["--set", o]
     return args
 
@@ -41,7 +43,7 @@ def _metrics(out):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+@pytest.mark.parametrize("algo", ["grpo", "ppo", pytest.param("grpo-async", marks=pytest.mark.slow)])
 def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sft_cache, algo):
     env = run_env(REASONING_RL_CACHE=str(sft_cache))
     a, b = tmp_path / "a", tmp_path / "b"

@@ -65,7 +65,7 @@ def _reset_forkserver() -> None:
 
 
 @contextlib.contextmanager
-def _main_module_hidden():
+def main_module_hidden():
     """Start a process without re-importing the parent's __main__ in it.
 
     multiprocessing's forkserver/spawn children re-run the parent's main script (as __mp_main__)
@@ -73,6 +73,7 @@ def _main_module_hidden():
     start training again in every verifier worker. Workers need nothing from __main__ (built-in
     and plugin verifiers load by name; user verifiers must live in an importable module), so
     the main module's file and spec are hidden while the child's preparation data is taken.
+    (The generation process of the `worker` rollout engine starts under it too.)
     """
     main = sys.modules.get("__main__")
     saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
@@ -93,7 +94,7 @@ class ProcessWorker:
         ctx = _context()
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, memory_mb), daemon=True)
-        with _main_module_hidden():
+        with main_module_hidden():
             self.proc.start()
         child.close()
         self.task: int | None = None  # index of the call held, in the running batch

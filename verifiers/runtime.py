@@ -29,6 +29,7 @@ import json
 import math
 import os
 import pickle
+import threading
 import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class VerifierPool:
         self._next_id = 0  # the id of the last call sent; replies carry it back
         self._send_failures: dict[int, int] = {}  # this run's calls whose worker was found dead, and how often
         self._tag = f"rrl-verifier-{os.getpid()}-{id(self):x}"  # names this pool's Ray actors
+        self._turn = threading.Lock()  # one batch in flight at a time, whichever thread sends it
 
     # -- lifecycle ---------------------------------------------------------------
     def _new_worker(self):
@@ -169,8 +171,13 @@ class VerifierPool:
         Raises before anything is sent for the caller's own mistakes (an unknown verifier, a `timeout`
         option that is not a positive number of seconds). An interrupt (Ctrl-C) or any other exception
         while calls are in flight kills the workers holding them, so the pool stays usable and no reply
-        of an abandoned call can reach a later one.
+        of an abandoned call can reach a later one. Calls from several threads (a round verified on a producer
+        thread while the trainer scores its held-out set) take turns: one batch at a time.
         """
+        with self._turn:
+            return self._run(calls)
+
+    def _run(self, calls: Sequence[Call]) -> list[Verdict]:
         self._reap_abandoned()
         self._send_failures.clear()
         results: list[Verdict | None] = [None] * len(calls)

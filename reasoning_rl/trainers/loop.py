@@ -15,7 +15,9 @@ supplies only what is its own:
 
 One round (a "step"), for rank r of W (one process: r = 0, W = 1):
   1. the sampler draws prompts_per_step / W prompts; the engine samples group_size completions each
-     from pi_old = the current weights; the verifier pool scores them; refill keeps mixed groups;
+     from pi_old = the current weights; the verifier pool scores them; refill keeps mixed groups.
+     With max_staleness = k >= 1 this round was requested k steps ago and made while earlier updates
+     ran, from weights k updates old (pipeline.py);
   2. every rank's verified groups are gathered: rank 0 writes the ledger and the archive;
   3. the algorithm makes a batch; `num_iterations` epochs of shuffled minibatches update each `Net`
      (the same number of optimiser steps on every rank; DDP averages the gradients);
@@ -25,7 +27,6 @@ Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -43,7 +44,7 @@ from ..archive import write_groups
 from ..configs import Config, RLConfig
 from ..lora import maybe_lora, reference_of
 from ..models import load_policy, load_tokenizer
-from ..rollout import SamplingConfig, logprob_mismatch
+from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
 from ..run_dir import new_run_dir
 from ..sft import seed_everything
 from ..task import Task
@@ -52,6 +53,7 @@ from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .metrics import MetricsWriter
 from .monitors import Monitors
+from .pipeline import RoundPipeline, staleness_metrics
 from .rounds import Rounds, SandboxTally, make_engine, round_metrics
 
 
@@ -105,6 +107,7 @@ class Run:
     history: list[dict] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)  # verifier -> {version, options_hash}, for the archive
     monitors: Any = None  # reward-hacking monitors (monitors.py)
+    pipeline: Any = None  # the rounds requested ahead of the update (pipeline.py)
 
     @property
     def model(self) -> Any:
@@ -137,6 +140,9 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     rl: RLConfig = getattr(cfg, algo.name)
     torch.set_num_threads(cfg.num_threads)
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
+    if ranks.world > 1 and rl.max_staleness:
+        raise ValueError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
+                         "set it to 0 under a launcher")
     if ranks.world > 1 and resume:
         raise ValueError(f"train {algo.name} --resume: resuming a multi-process run is not supported yet; "
                          "resume it with one process")
@@ -179,6 +185,10 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     extra_nets, run.states = algo.setup(run)
     run.nets.extend(extra_nets)
     run.monitors = Monitors(cfg.monitor, task, reward, cfg.seed)
+    # resumed: the engine's weights are unknown until the first request pushes the checkpoint's (version -1)
+    run.pipeline = RoundPipeline(rounds, sampler, prompts_here, rl.max_staleness, cfg.seed + ranks.rank,
+                                 rl.push_every, shares_weights=isinstance(rounds.engine, HFEngine),
+                                 version=-1 if resume else 0)
     described = task.describe(reward)
     run.provenance = {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]}
                       for t in described["terms"]}
@@ -211,13 +221,15 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
 def _extra_states(run: Run) -> dict[str, Any]:
     """What a checkpoint holds beyond the policy: the algorithm's states and every further net's weights,
     optimiser and scheduler."""
-    extra = dict(run.states, monitors=run.monitors)  # the monitors' history: a resumed run watches the same way
+    # the monitors' history (a resumed run watches the same way) and the rounds already requested
+    extra = dict(run.states, monitors=run.monitors, pipeline=run.pipeline)
     for n in run.nets[1:]:
         extra.update({n.name: n.module, f"{n.name}_opt": n.opt, f"{n.name}_sched": n.sched})
     return extra
 
 
 def _checkpoint(run: Run, step: int) -> None:
+    run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
     p = run.nets[0]
     checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
                     extra=_extra_states(run))
@@ -268,33 +280,36 @@ def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None
     m.update(_train_epochs(run, algo, batch, n, n_mb))
     m["train/samples"] = n
     algo.after_update(run, m)
-    if rl.engine != "hf" and step % rl.push_every == 0:
-        t_push = time.perf_counter()
-        run.rounds.engine.update_weights(run.model)
-        m["time/push"] = time.perf_counter() - t_push
 
 
 def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
-    """One step: sample, verify, record, update. Returns the step's metrics (no held-out score yet)."""
+    """One step: take the round (requesting it first when synchronous), record it, request the round
+    max_staleness steps ahead, update. Returns the step's metrics (no held-out score yet)."""
     t_step = time.perf_counter()
-    rounds = run.rounds
-    batch, mine, refill = rounds.fill(run.sampler, run.prompts_here)
+    rl, rounds, pipe = run.rl, run.rounds, run.pipeline
+    if not rl.max_staleness:  # synchronous: round t from the weights after update t-1, made while we wait
+        pipe.request(step, step - 1, run.model, run.ledger.entries())
+    made = pipe.take(step)
+    wait = time.perf_counter() - t_step
+    batch, mine = made.batch, made.generated
     generated = run.ranks.gather(mine)  # every rank's verified groups (one process: its own)
     if run.ranks.main:
-        run.ledger.update(generated, rounds.reward.outcome, step, retire_after=run.rl.retire_after or None)
+        run.ledger.update(generated, rounds.reward.outcome, step, retire_after=rl.retire_after or None)
         with open(run.logs[1], "a", encoding="utf-8") as af:
             write_groups(af, generated, step, run.provenance)
-    m = {"step": step, **round_metrics(generated, rounds.reward), **refill.metrics()}
+    if rl.max_staleness and step + rl.max_staleness <= rl.steps:  # made while this step's update runs
+        pipe.request(step + rl.max_staleness, step - 1, run.model, run.ledger.entries())
+    m = {"step": step, **round_metrics(generated, rounds.reward), **made.refill.metrics()}
     m.update(tally.metrics(generated))  # what the sandbox did this step, if a verifier ran one
     m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
-        / max(1e-9, rounds.timing["rollout"])  # generated by this rank, over its generation time
+        / max(1e-9, made.timing["rollout"])  # generated by this rank, over its generation time
     t0 = time.perf_counter()
     _update(run, algo, step, batch, m)
-    rounds.timing["update"] = time.perf_counter() - t0
-    m.update({f"time/{k}": v for k, v in rounds.timing.items()})
+    m.update({f"time/{k}": v for k, v in made.timing.items()})
+    m["time/update"] = time.perf_counter() - t0
+    m["time/wait"] = wait  # the round's making that the update did not hide (all of it when synchronous)
     m["time/step"] = time.perf_counter() - t_step  # everything but the held-out evaluation
-    # updates the sampling weights lagged behind the trained ones this round (0 = on-policy)
-    m["rollout/staleness"] = 0 if run.rl.engine == "hf" else (step - 1) % run.rl.push_every
+    m.update(staleness_metrics(generated, step))  # updates the sampling weights lagged behind (0 = on-policy)
     m["curriculum/retired"] = run.ledger.retired_count()
     if run.ranks.main:
         m.update(run.monitors.observe(step, generated, m, run.pool))
@@ -324,7 +339,9 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
     run = _setup(cfg, algo, log, resume)
     rl, tally = run.rl, SandboxTally()
     try:
-        for step in range(_start(run, algo, resume), rl.steps + 1):
+        first = _start(run, algo, resume)
+        run.pipeline.prime(first, rl.steps, first - 1, run.model, run.ledger.entries())  # max_staleness >= 1
+        for step in range(first, rl.steps + 1):
             m = _round(run, algo, step, tally)
             if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
                 m["eval/accuracy"] = run.evaluate()
@@ -344,6 +361,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
                 run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
                 break
     finally:
+        run.pipeline.close()
         run.rounds.close()
         run.pool.close()
         run.ledger.close()

@@ -1,6 +1,6 @@
 """One round's rollouts: prompts -> sampled groups -> verified groups -> the batch an update trains on.
 
-    make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | vllm | openai)
+    make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | worker | vllm | openai)
     Rounds.fill(sampler, n)            DAPO dynamic sampling: generate, verify, keep mixed groups, refill
     round_metrics(groups, ...)         reward, masking, group mix, lengths and sandbox use of a round
 
@@ -12,6 +12,7 @@ Not here: tensors, losses or the optimiser (the algorithms), the loop itself (lo
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import random
 import time
@@ -27,7 +28,7 @@ from ..types import Group
 
 
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
-    """hf samples from the very object being trained; vllm and openai start from the trainer's weights."""
+    """hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights."""
     if rl.engine == "vllm":
         from ..rollout.vllm import VLLMEngine  # vLLM is an optional extra: imported only when asked for
 
@@ -42,6 +43,12 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
 
         engine = OpenAIEngine(rl.engine_url, rl.engine_model, tokenizer=tok,
                               weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"))
+    elif rl.engine == "worker":
+        from ..rollout.worker import WorkerEngine
+
+        engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"),
+                              num_threads=rl.generation_threads or cfg.num_threads, device=str(model.device),
+                              trust_remote_code=cfg.model.trust_remote_code)
     else:
         return HFEngine(model, tok)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
@@ -76,6 +83,9 @@ class Rounds:
         self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")
         self.timing: dict[str, float] = {}
         self.generated: list[Group] = []
+        self.weight_version = 0  # updates the engine's weights have had (stamped on every sample)
+        self.round_seed: int | None = None  # seeds this round's generation calls (None: the engine's own RNG)
+        self.calls = 0  # generation calls of this round so far
 
     def keep(self, group: Group) -> bool:
         """DAPO dynamic sampling on the outcome's pass/fail."""
@@ -94,9 +104,17 @@ class Rounds:
         size = -(-len(rows) // max(1, min(self.rl.rollout_chunks, len(rows))))
         futures = []
         for i in range(0, len(rows), size):
+            sampling = self.sampling
+            if self.round_seed is not None:  # a seed per call: the samples do not depend on which thread ran first
+                sampling = dataclasses.replace(sampling, seed=random.Random(f"{self.round_seed}:{self.calls}")
+                                               .getrandbits(31))
+            self.calls += 1
             t0 = time.perf_counter()
-            chunk = self.engine.generate(rows[i:i + size], self.rl.group_size, self.sampling)
+            chunk = self.engine.generate(rows[i:i + size], self.rl.group_size, sampling)
             self.timing["rollout"] += time.perf_counter() - t0
+            chunk = [Group(g.prompt_id, g.prompt, g.task,
+                           [dataclasses.replace(x, weight_version=self.weight_version) for x in g.samples])
+                     for g in chunk]
             futures.append(self.verifying.submit(self._verify, chunk))
         t1 = time.perf_counter()
         groups = [grp for f in futures for grp in f.result()]
@@ -106,16 +124,20 @@ class Rounds:
         self.generated.extend(groups)
         return groups
 
-    def fill(self, sampler, n: int):
-        """(kept groups, every generated group, refill stats) of one round of `n` prompts on this rank."""
-        self.timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0, "update": 0.0}
+    def fill(self, sampler, n: int, weight_version: int = 0, seed: int | None = None):
+        """(kept groups, every generated group, refill stats) of one round of `n` prompts on this rank, sampled
+        by weights that have had `weight_version` updates; `timing` then holds the round's seconds."""
+        self.timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0}
         self.generated = []
+        self.weight_version, self.round_seed, self.calls = weight_version, seed, 0
         batch, refill = fill_batch(sampler.sample, self.generate, self.keep, n,
                                    self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
         return batch, self.generated, refill
 
     def close(self) -> None:
         self.verifying.shutdown(wait=True)
+        if hasattr(self.engine, "close"):  # an engine with a process of its own (worker)
+            self.engine.close()
 
 
 class SandboxTally:
