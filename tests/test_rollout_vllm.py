@@ -63,7 +63,8 @@ def test_grpo_trains_with_the_vllm_engine(tmp_path):
 def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_it(tmp_path):
     """A real `vllm serve` (dev mode) on loopback: the `openai` engine's samples carry the server's log-probs,
     a weight push through a shared folder makes the server agree with the pushed model, and GRPO runs
-    against the server with pushes every 2 rounds (staleness 0, 1, 0, ...)."""
+    against the server with pushes every 2 rounds (staleness 0, 1, 0, ...), then with async rounds
+    (max_staleness 1: staleness 0, 1, 1)."""
     import torch
 
     from reasoning_rl import config
@@ -102,9 +103,20 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
             "grpo.eval_every=1", "eval.size=10", "grpo.checkpoint_every=0", "generation.max_tokens=8"])
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         assert [h["rollout/staleness"] for h in history] == [0, 1, 0]
-        assert ["time/push" in h for h in history] == [False, True, False]
+        assert ["time/push" in h for h in history] == [False, False, True]  # pushed for round 3, before it ran
         assert history[0]["rollout/logprob_mismatch_max"] < 1e-3  # the first push gave the server our weights
         # rollout correction is on by default for this engine: measured every round, weights within their cap
         assert all(h["rollout/mismatch_kl"] >= 0 and h["rollout/is_weight_max"] <= cfg.grpo.is_max for h in history)
         assert history[0]["rollout/mismatch_kl"] < 1e-4  # fresh weights: the server is the trainer, up to kernels
+
+        # async rounds against the same server: round t+1 is generated while update t runs
+        cfg = config.load(Config, overrides=[
+            f"output_dir={tmp_path / 'async'}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
+            "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.max_staleness=1",
+            "grpo.steps=3", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false",
+            "grpo.eval_every=3", "eval.size=10", "grpo.checkpoint_every=0", "generation.max_tokens=8"])
+        history, _, _ = train_grpo(cfg, log=lambda *_: None)
+        assert [h["rollout/staleness_max"] for h in history] == [0, 1, 1]
+        assert ["time/push" in h for h in history] == [False, False, True]  # version 1, for round 3
+        assert all(h["rollout/is_weight_max"] <= cfg.grpo.is_max for h in history)
 

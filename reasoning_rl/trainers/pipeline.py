@@ -89,7 +89,9 @@ class RoundPipeline:
         if step in self.futures:
             return
         weights = None
-        if not self.shares_weights and version != self.engine_version and version % self.push_every == 0:
+        # push_every > 1 (synchronous only) skips pushes; a resumed run (engine_version -1) pushes at once
+        due = version % self.push_every == 0 or self.engine_version < 0
+        if not self.shares_weights and version != self.engine_version and due:
             # k = 0: the model does not change before the round is made (the main thread waits for it)
             weights = model if self.k == 0 else _Snapshot(model.config, {
                 name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
