@@ -96,11 +96,14 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
         groups = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
         assert logprob_mismatch(model, tok, groups)["rollout/logprob_mismatch_max"] < 1e-3
 
-        cfg = config.load(Config, overrides=[
-            f"output_dir={tmp_path / 'run'}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
-            "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.push_every=2",
-            "grpo.steps=3", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false",
-            "grpo.eval_every=1", "eval.size=10", "grpo.checkpoint_every=0", "generation.max_tokens=8"])
+        def grpo_cfg(name, *extra):  # 3 GRPO rounds against the server
+            return config.load(Config, overrides=[
+                f"output_dir={tmp_path / name}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
+                "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.steps=3",
+                "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false", "eval.size=10",
+                "grpo.checkpoint_every=0", "generation.max_tokens=8", *extra])
+
+        cfg = grpo_cfg("run", "grpo.push_every=2", "grpo.eval_every=1")
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         assert [h["rollout/staleness"] for h in history] == [0, 1, 0]
         assert ["time/push" in h for h in history] == [False, False, True]  # pushed for round 3, before it ran
@@ -110,11 +113,7 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
         assert history[0]["rollout/mismatch_kl"] < 1e-4  # fresh weights: the server is the trainer, up to kernels
 
         # async rounds against the same server: round t+1 is generated while update t runs
-        cfg = config.load(Config, overrides=[
-            f"output_dir={tmp_path / 'async'}", "model.sft_warm_start=false", "model.tiny.num_layers=2",
-            "grpo.engine=openai", f"grpo.engine_url={url}", "grpo.engine_model=tiny", "grpo.max_staleness=1",
-            "grpo.steps=3", "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.filter_mixed=false",
-            "grpo.eval_every=3", "eval.size=10", "grpo.checkpoint_every=0", "generation.max_tokens=8"])
+        cfg = grpo_cfg("async", "grpo.max_staleness=1", "grpo.eval_every=3")
         history, _, _ = train_grpo(cfg, log=lambda *_: None)
         assert [h["rollout/staleness_max"] for h in history] == [0, 1, 1]
         assert ["time/push" in h for h in history] == [False, False, True]  # version 1, for round 3
