@@ -8,8 +8,8 @@
     pipe.close()
 
 The schedule (loop.py), for step t:
-  k = 0   request(t) then take(t): round t is sampled from the weights after update t-1. The main thread
-          waits while it is made: the synchronous loop.
+  k = 0   request(t) then take(t): round t is sampled from the weights after update t-1, made by the same
+          code on the calling thread (an in-process engine keeps its thread): the synchronous loop.
   k >= 1  rounds 1..k are requested before step 1, from the initial weights. At step t, take(t), write its
           ledger rows, then request(t+k) from the weights after update t-1, then run update t while a
           producer thread generates and verifies round t+k. A sample trained at step t is then exactly
@@ -97,6 +97,11 @@ class RoundPipeline:
                 name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
             self.engine_version = version
         used = version if self.shares_weights else self.engine_version
+        if self.k == 0:  # made here, now: engines that compute in this process (hf, vllm) stay on its main thread
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(self._make(step, used, weights, _FrozenLedger(entries)))
+            self.futures[step] = done
+            return
         self.futures[step] = self.producer.submit(self._make, step, used, weights, _FrozenLedger(entries))
 
     def prime(self, first: int, last: int, version: int, model, entries: dict) -> None:
@@ -104,7 +109,7 @@ class RoundPipeline:
         for step in range(first, min(last, first + self.k - 1) + 1):
             self.request(step, version, model, entries)
 
-    def _make(self, step: int, version: int, weights, ledger: _FrozenLedger) -> RoundResult:  # the producer
+    def _make(self, step: int, version: int, weights, ledger: _FrozenLedger) -> RoundResult:  # producer (k >= 1)
         t0 = time.perf_counter()
         push = 0.0
         if weights is not None:
