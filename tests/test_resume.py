@@ -43,7 +43,9 @@ def _metrics(out):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("algo", ["grpo", "ppo", pytest.param("grpo-async", marks=pytest.mark.slow)])
+# the fast suite resumes GRPO; PPO (the same checkpoint code plus the critic) and async GRPO run with the slow tests
+@pytest.mark.parametrize("algo", ["grpo", pytest.param("ppo", marks=pytest.mark.slow),
+                                  pytest.param("grpo-async", marks=pytest.mark.slow)])
 def test_killed_run_resumes_on_the_same_trajectory(tmp_path, sft_cache, algo):
     env = run_env(REASONING_RL_CACHE=str(sft_cache))
     a, b = tmp_path / "a", tmp_path / "b"
