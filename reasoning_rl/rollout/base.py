@@ -63,6 +63,17 @@ def stop_ids(model, tokenizer) -> list[int]:
     return ids
 
 
+def save_state(model, path: str) -> None:
+    """`model`'s state (anything with `state_dict()`) as one safetensors file at `path`, every tensor under its own
+    name, tied ones too. An engine that loads it in place does not re-tie the LM head to the embeddings, and
+    `save_pretrained` leaves the tied head out (measured with vLLM's reload: the server then disagreed with the
+    trainer by up to 25 nats per token; written out, 1.8e-5)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}, path,
+              metadata={"format": "pt"})
+
+
 def render_prompt(tokenizer, prompt: str, chat: bool) -> str:
     """The text an engine generates from: the prompt itself, or the tokenizer's chat template around it."""
     if chat:

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from ..types import Group, Sample
-from .base import PromptRow, SamplingConfig, as_rows
+from .base import PromptRow, SamplingConfig, as_rows, save_state
 
 
 class RolloutError(RuntimeError):
@@ -67,13 +67,7 @@ class OpenAIEngine:
         shutil.rmtree(path, ignore_errors=True)
         os.makedirs(path)
         model.config.save_pretrained(path)
-        # Every tensor under its own name, tied ones too: vLLM's in-place reload from disk does not re-tie
-        # the LM head to the embeddings, and `save_pretrained` leaves the tied head out (measured: the server
-        # then disagrees with the trainer by up to 25 nats per token; written out, 1.8e-5).
-        from safetensors.torch import save_file
-
-        save_file({k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()},
-                  os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
+        save_state(model, os.path.join(path, "model.safetensors"))  # the tied head written out too
         try:
             self._post({"method": "reload_weights", "kwargs": {"weights_path": path}}, f"{self.admin_url}/collective_rpc")
             self._post({}, f"{self.admin_url}/reset_prefix_cache")

@@ -28,7 +28,7 @@ from typing import Sequence
 from verifiers.process_backend import main_module_hidden
 
 from ..types import Group
-from .base import PromptRow, SamplingConfig, as_rows
+from .base import PromptRow, SamplingConfig, as_rows, save_state
 from .openai import RolloutError
 
 
@@ -133,11 +133,8 @@ class WorkerEngine:
 
     def update_weights(self, model) -> None:
         """Have the process load `model`'s state (anything with `state_dict()`: a model or a snapshot)."""
-        from safetensors.torch import save_file
-
         path = os.path.join(self.workdir, f"weights-{self.pushes + 1}.safetensors")
-        save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}, path,
-                  metadata={"format": "pt"})
+        save_state(model, path)
         try:
             self._call(("load", path))
         finally:

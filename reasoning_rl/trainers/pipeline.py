@@ -39,9 +39,9 @@ from .rounds import Rounds
 
 @dataclass
 class RoundResult:
-    """One round as the producer made it: kept groups, every generated group, refill stats, seconds."""
+    """One round as the producer made it: kept groups, every generated group, refill stats, seconds. (The weights'
+    version is on every sample.)"""
     step: int
-    weight_version: int
     batch: list[Group]
     generated: list[Group]
     refill: RefillStats
@@ -119,7 +119,7 @@ class RoundPipeline:
         sampler.ledger = ledger
         batch, generated, refill = self.rounds.fill(sampler, self.n, version, self._round_seed(step))
         timing = dict(self.rounds.timing, push=push) if weights is not None else dict(self.rounds.timing)
-        return RoundResult(step, version, batch, generated, refill, timing)
+        return RoundResult(step, batch, generated, refill, timing)
 
     def take(self, step: int) -> RoundResult:
         """Round `step`, waiting for it if it is still being made; its error, if making it failed."""
