@@ -21,7 +21,10 @@ Threat model. The program is hostile and knows how this sandbox works. It must n
     (`plain.py`) for a checker outside to compare; expected outputs never enter the sandbox's
     process tree, files, argv or environment (see `verifiers/code.py`);
   * read another run's data: each run is forked from a zygote that never saw any run's
-    input, with fresh namespaces and tmpfs.
+    input, with fresh namespaces and tmpfs. In a host run (`Sandbox.serve(..., hosted=True)`,
+    `_host.py`) the programs share one run's namespaces, but each is a fresh process forked
+    from a pid 1 that never reads any program's data, and everything a program left
+    (processes, files, System V IPC objects) is gone before the next one loads.
 
 Levels (`_levels.py`, docs/sandbox.md): the above is level "full" (root, cgroups v1 or a
 delegated v2 subtree). Level "rootless" (no root, or no writable cgroup, or a container's root

@@ -3,8 +3,8 @@
 Forked by the supervisor (`_supervise.py`) into a fresh pid namespace; it waits for the "go" byte
 (sent once it sits in the run's control groups), enters the run's namespaces and root for the
 zygote's level (`_levels.py`), sets the rlimits, becomes uid 65534, keeps only fds 0-2 (and 3-4
-for calls and cases), scrubs the environment, installs the seccomp filter last and hands over
-to `_harness`. A set-up failure is reported on the ready pipe, never run past.
+for calls and cases, or 3 for a host run's control socket), scrubs the environment, installs the
+seccomp filter last and hands over to `_harness`. A set-up failure is reported on the ready pipe, never run past.
 Standard library only; loaded by the zygote.
 """
 from __future__ import annotations
@@ -69,6 +69,8 @@ def child(req: dict, fds: dict, mode: dict) -> None:
         wanted = {0: stdin, 1: fds["out_w"], 2: fds["err_w"]}
         if req["mode"] in ("serve", "cases"):
             wanted.update({3: fds["req_r"], 4: fds["resp_w"]})
+        elif req["mode"] == "host":
+            wanted[3] = fds["ctl_p"]
         high = {k: fcntl.fcntl(v, fcntl.F_DUPFD, 100) for k, v in wanted.items()}  # clear of 0..4
         ready = fcntl.fcntl(fds["ready_w"], fcntl.F_DUPFD, 100)
         for k, v in high.items():
@@ -97,4 +99,6 @@ def child(req: dict, fds: dict, mode: dict) -> None:
         os._exit(_harness.serve(req["code"], 3, 4))
     if req["mode"] == "cases":
         os._exit(_harness.cases(req["code"], 3, 4))
+    if req["mode"] == "host":
+        os._exit(_harness.host(3))
     os._exit(_harness.run_main(req["code"]))

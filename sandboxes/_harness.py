@@ -13,6 +13,9 @@ interpreter starts):
   * `cases(code, req_fd, resp_fd)`: a stdio program's test cases in one session: per case a
     fresh child runs `run_main` on that case's stdin; in between, everything it left is killed
     and the scratch space emptied (see the function for what keeps one case from the next).
+  * `host(ctl_fd)`: many programs in one session, one after another: per program a fresh child,
+    forked before any program reached this process, reads its own code from pipes of its own
+    and serves calls; in between, the same clean-up as `cases`, and the IPC objects go too.
 
 Deliberately absent: any notion of test, expected value or verdict.
 """
@@ -21,10 +24,13 @@ from __future__ import annotations
 import atexit
 import builtins
 import ctypes
+import fcntl
 import os
 import random
+import select
 import shutil
 import signal
+import socket
 import sys
 import traceback
 
@@ -211,3 +217,90 @@ def cases(code: str, req_fd: int, resp_fd: int) -> int:
             f.write(code)
         _wire.write_frame(resp_fd, {"i": req.get("i"), "status": status, "cpu_s": ru.ru_utime + ru.ru_stime,
                                     "maxrss": ru.ru_maxrss * 1024, "left": left})
+
+
+def _clean_ipc(libc) -> None:
+    """Remove the System V shared memory, message queues and semaphores left in the run's IPC namespace."""
+    for kind, ctl in (("shm", libc.shmctl), ("msg", libc.msgctl), ("sem", libc.semctl)):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ident in ids:
+            if kind == "sem":
+                ctl(ident, 0, 0, None)  # IPC_RMID is 0 for all three
+            else:
+                ctl(ident, 0, None)
+
+
+def _hosted(req_fd: int, resp_fd: int) -> int:
+    """A hosted program's own process: its code is the first frame on its own request pipe, then `serve`."""
+    try:
+        first = _wire.read_frame(req_fd)
+    except _wire.WireError:
+        return 0
+    code = first.get("code") if isinstance(first, dict) else None
+    if not isinstance(code, str):
+        return 2
+    with open(SOLUTION, "w") as f:
+        f.write(code)
+    return serve(code, req_fd, resp_fd)
+
+
+def host(ctl_fd: int) -> int:
+    """Host programs one at a time: per `{"op": "fork"}` frame on `ctl_fd` (a socket to the supervisor), fork
+    a child with two fresh pipes, hand the supervisor their other ends (`{"op": "forked"}` + 2 descriptors),
+    and when the child ends (as a serve session's program does, at EOF on its requests), kill whatever is left
+    of it, empty the scratch space and the IPC namespace, and answer
+    `{"op": "done", "status", "cpu_s", "maxrss", "left"}`.
+
+    Only ever pid 1 of a run's own pid namespace, undumpable and deaf to the programs' signals, as in `cases`.
+    This process never reads a program, a call or a reply: each child is forked from memory that never held
+    any program's data, reads its code and calls from pipes only it and the supervisor hold, and gets a fresh
+    empty stdin, as a serve run's program does. stdout and stderr are the session's: the supervisor splits
+    them per program, told a program is done only after every process of it is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    ctl = socket.socket(fileno=ctl_fd)
+    while True:
+        try:
+            req = _wire.read_frame(ctl_fd)
+        except _wire.WireError:
+            return 0
+        if req.get("op") != "fork":
+            return 2
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            libc.prctl(4, 1, 0, 0, 0)
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in (os.memfd_create("stdin"), req_r, resp_w)]
+            for target, fd in zip((0, 3, 4), high):
+                os.dup2(fd, target)
+            os.closerange(5, 1 << 16)
+            random.seed()
+            os._exit(_hosted(3, 4))
+        os.close(req_r)
+        os.close(resp_w)
+        socket.send_fds(ctl, [_wire.encode({"op": "forked"})], [req_w, resp_r])
+        os.close(req_w)
+        os.close(resp_r)
+        pidfd = os.pidfd_open(pid)
+        gone = ctl_fd in select.select([pidfd, ctl_fd], [], [])[0]  # the supervisor ends a program by EOF on its pipe
+        os.close(pidfd)
+        if gone:  # anything from the supervisor mid-program, or its end: stop this program and the session
+            os.kill(pid, signal.SIGKILL)
+            os.wait4(pid, 0)
+            _reap_all()
+            return 0
+        _, status, ru = os.wait4(pid, 0)
+        left = _reap_all()
+        _clean()
+        _clean_ipc(libc)
+        try:
+            _wire.write_frame(ctl_fd, {"op": "done", "status": status, "cpu_s": ru.ru_utime + ru.ru_stime,
+                                       "maxrss": ru.ru_maxrss * 1024, "left": left})
+        except OSError:
+            return 0

@@ -93,7 +93,7 @@ class _Run:
     PIPES = (("go_r", "go_w"), ("ready_r", "ready_w"), ("out_r", "out_w"), ("err_r", "err_w"),
              ("req_r", "req_w"), ("resp_r", "resp_w"))
 
-    def __init__(self, req: dict, mode: dict, name: str) -> None:
+    def __init__(self, req: dict, mode: dict, name: str, extra_fds: dict | None = None) -> None:
         self.req, self.mode, self.lim = req, mode, req["limits"]
         self.cg = mode["cgroups"].make(name) if mode["cgroups"] else None
         if self.cg:
@@ -105,12 +105,13 @@ class _Run:
         self.fds = {}
         for a, b in self.PIPES:
             self.fds[a], self.fds[b] = os.pipe()
+        self.fds.update(extra_fds or {})  # the child's ends of anything else it is given (a host's socket)
         if mode["level"] != "none":
             _isolate.unshare(_isolate.CLONE_NEWPID)
         self.pid = os.fork()
         if self.pid == 0:
             child(req, self.fds, mode)
-        for k in ("go_r", "ready_w", "out_w", "err_w", "req_r", "resp_w"):
+        for k in ("go_r", "ready_w", "out_w", "err_w", "req_r", "resp_w", *(extra_fds or {})):
             os.close(self.fds[k])
         if self.cg:
             self.cg.add(self.pid)
@@ -201,10 +202,10 @@ class _Run:
         else:
             self.closing = True
 
-    def forward_replies(self, sock: int) -> None:
-        """Forward each complete reply frame to the client, re-encoded (never spliced: no forged frames);
-        in cases mode the frames are the session's own case reports, kept here."""
-        buf = self.resp.buf
+    def frames(self, stream: _Stream):
+        """Each complete frame in `stream`'s buffer, decoded (None when it is not JSON) and removed as it is
+        read; a frame announcing more than `output_bytes` ends the run ("output") and the reading."""
+        buf = stream.buf
         while len(buf) >= 4:
             n = int.from_bytes(buf[:4], "big")
             if n > self.lim["output_bytes"]:
@@ -215,9 +216,14 @@ class _Run:
             frame, buf[:] = bytes(buf[4:4 + n]), buf[4 + n:]
             self.replies += 1
             try:
-                data = json.loads(frame.decode())
+                yield json.loads(frame.decode())
             except ValueError:
-                data = None
+                yield None
+
+    def forward_replies(self, sock: int) -> None:
+        """Forward each complete reply frame to the client, re-encoded (never spliced: no forged frames);
+        in cases mode the frames are the session's own case reports, kept here."""
+        for data in self.frames(self.resp):
             if self.cases is not None:
                 self._case_done(data)
                 if self.killed:
@@ -250,6 +256,15 @@ class _Run:
             os.close(self.req_w)  # the server sees EOF and exits
             self.req_w = None
 
+    def pump(self, ready: list) -> bool:
+        """Read the streams `select` found ready; True when stdout or stderr went past its cap (killed: output)."""
+        for st in self.streams:
+            if st.fd in ready:
+                st.pump()
+        if self.out.over or self.err.over:
+            self.killed = "output"
+        return self.killed == "output"
+
     def watch(self, sock: int) -> None:
         """Stream output, relay calls, enforce the wall clock (and CPU with cgroups) until the run ends."""
         deadline, next_cpu_check = self.t0 + self.lim["wall_s"], self.t0 + 0.05
@@ -272,11 +287,7 @@ class _Run:
                 wlist = [self.req_w] if self.req_w is not None and self.pending else []
                 wait = max(0.0, min(deadline, next_cpu_check) - now)
                 rd, wr, _ = select.select(rlist, wlist, [], wait)
-                for st in self.streams:
-                    if st.fd in rd:
-                        st.pump()
-                if self.out.over or self.err.over:
-                    self.killed = "output"
+                if self.pump(rd):
                     return
                 self.forward_replies(sock)
                 if self.killed:
@@ -290,6 +301,9 @@ class _Run:
                     return
         finally:
             os.close(pidfd)
+
+    def before_destroy(self, exit_status: dict) -> None:
+        """Called by `finish` once the run is dead and drained, while its control groups still stand."""
 
     def finish(self) -> dict:
         """Kill the whole run, drain its pipes, clean up, and build the result frame."""
@@ -316,6 +330,7 @@ class _Run:
                                                  "process_limit_hits": 0}
         in_case = self.case_open
         case_stats = self._case_stats(None, stats if self.cg else None) if in_case else None  # before the groups go
+        self.before_destroy(_exit_status(status))
         left = self.cg.destroy() if self.cg else 0
         if self.mode["level"] == "none":
             shutil.rmtree(self.req["scratch"], ignore_errors=True)
@@ -348,9 +363,10 @@ class _Run:
         return result
 
 
-def supervise(sock: int, req: dict, mode: dict, name: str) -> dict | None:
-    """Z1: run one request in a fresh isolated child and report what happened (None: the client left)."""
-    run = _Run(req, mode, name)
+def supervise(sock: int, req: dict, mode: dict, name: str, run_class: type = _Run) -> dict | None:
+    """Z1: run one request in a fresh isolated child and report what happened (None: the client left).
+    run_class: `_Run`, or `_host.HostRun` for a host run."""
+    run = run_class(req, mode, name)
     run.go()
     run.watch(sock)
     result = run.finish()

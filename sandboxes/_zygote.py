@@ -6,6 +6,8 @@ Process tree (one zygote per sandbox slot; the client is a `sandboxes.Sandbox`):
                          └─ Z1 (one run: reads the request, supervises, reports, exits)
                               └─ P  (pid 1 of a fresh pid namespace; becomes the candidate)
 
+A host run (`_host.py`) is one Z1 and one P serving many programs: P forks a child per program.
+
 Z0 finds the best isolation level the host gives (`_levels.py`) and builds the read-only
 root once, then keeps one Z1 forked and waiting; Z1 takes the next
 request, creates the run's control groups (where there are any), forks P into a new pid namespace, lets it go
@@ -28,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _isolate  # noqa: E402
 import _levels  # noqa: E402
 import _wire  # noqa: E402
-from _supervise import supervise  # noqa: E402  (and through it _child, _harness, _seccomp: all loaded here, once)
+from _host import HostRun  # noqa: E402
+from _supervise import _Run, supervise  # noqa: E402  (and through it _child, _harness, _seccomp: all loaded here, once)
 
 # Warm the modules candidate programs import most, once; every run gets them for free (copy-on-write).
 for _m in ("json", "re", "math", "collections", "itertools", "functools", "heapq", "bisect", "string",
@@ -49,7 +52,7 @@ def z1(sock: int, mode: dict, name: str) -> None:
     except _wire.WireError:
         os._exit(EOF_EXIT)
     try:
-        result = supervise(sock, req, mode, name)
+        result = supervise(sock, req, mode, name, HostRun if req.get("mode") == "host" else _Run)
     except Exception as e:  # report the sandbox's own failure; the client turns it into ERROR
         result = {"op": "result", "error": f"sandbox failure: {type(e).__name__}: {e}"}
     if result is None:

@@ -25,6 +25,7 @@ from .limits import IsolationError, Limits, RunResult, SandboxError
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 ALLOW_WEAK_ENV = "REASONING_RL_ALLOW_WEAK_SANDBOX"
 MARGIN_S = 30.0  # how long past its wall limit a zygote may take to answer before it is presumed dead
+HOST_PROGRAMS = 256  # programs one host run serves before a fresh one starts
 
 
 def base_python() -> str:
@@ -70,6 +71,7 @@ class Sandbox:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self.report: dict | None = None
+        self._host: _Host | None = None  # the open host run, between its programs
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> dict:
@@ -110,6 +112,7 @@ class Sandbox:
 
     def close(self) -> None:
         with self._lock:
+            self._host = None
             if self._sock is not None:
                 self._sock.close()
                 self._sock = None
@@ -155,6 +158,18 @@ class Sandbox:
         self.close()  # the next run starts a fresh zygote
         raise SandboxError(why)
 
+    def end_host(self) -> RunResult | None:
+        """End the open host run, if there is one (every other kind of run does this first)."""
+        with self._lock:
+            host, self._host = self._host, None
+            if host is None:
+                return None
+            self._send({"op": "end"})
+            msg = self._recv(MARGIN_S)
+            if msg.get("op") != "result":
+                self._fail(f"sandbox protocol: expected a host run's result, got {str(msg)[:200]!r}")
+            return None if msg.get("error") else RunResult(**{f.name: msg[f.name] for f in fields(RunResult)})
+
     def _begin(self, code: str, stdin: str, limits, mode: str, **extra) -> Limits:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
@@ -162,6 +177,7 @@ class Sandbox:
             raise TypeError(f"stdin must be a str, got {type(stdin).__name__}")
         lim = Limits.of(limits) if limits is not None else self.limits
         self.start()
+        self.end_host()
         self._send({"op": "run", "mode": mode, "code": code, "stdin": stdin, "limits": lim.to_dict(), **extra})
         return lim
 
@@ -192,6 +208,7 @@ class Sandbox:
             return []
         with self._lock:
             self.start()
+            self.end_host()
             if self.report["level"] == "none":  # a session needs a pid namespace of its own to clear between cases
                 return [self.run(code, s, limits) for s in stdins]
             lim = self._begin(code, "", limits, "cases", stdins=stdins)
@@ -206,12 +223,36 @@ class Sandbox:
                 raise SandboxError("the sandbox session ran none of the cases")
             return [RunResult(**{f.name: c[f.name] for f in fields(RunResult)}) for c in msg["cases"]]
 
-    def serve(self, code: str, limits: Limits | dict | None = None) -> "Session":
-        """Load `code` as module `solution` in a sandbox and keep it running to answer calls."""
-        self._lock.acquire()  # held until the session's run has ended (Session releases it)
+    def serve(self, code: str, limits: Limits | dict | None = None, hosted: bool = False) -> "Session":
+        """Load `code` as module `solution` in a sandbox and keep it running to answer calls.
+
+        hosted: load it into this sandbox's host run (started on first use, and again after
+        `HOST_PROGRAMS` programs, a change of limits, or a run of another kind): one isolated
+        run serving programs one after another, each a fresh process of its own with its own
+        pipes, clock, CPU budget and result, everything it left killed and its scratch space
+        emptied before the next (`_host.py` says what the programs share). It saves the run's
+        set-up and teardown per program; without it, and at level "none" (no pid namespace to
+        clear), each program gets a fresh run."""
+        self._lock.acquire()  # held until the program has ended (Session releases it)
         started = False
         try:
-            session = Session(self, self._begin(code, "", limits, "serve"))
+            if hosted and self.start()["level"] == "none":
+                hosted = False  # a host run needs a pid namespace of its own to clear between programs
+            if not hosted:
+                session = Session(self, self._begin(code, "", limits, "serve"))
+            else:
+                if not isinstance(code, str):
+                    raise TypeError(f"code must be a str, got {type(code).__name__}")
+                lim = Limits.of(limits) if limits is not None else self.limits
+                self.start()
+                if self._host is not None and (self._host.limits != lim or self._host.programs >= HOST_PROGRAMS):
+                    self.end_host()
+                if self._host is None:
+                    self._send({"op": "run", "mode": "host", "code": "", "stdin": "", "limits": lim.to_dict()})
+                    self._host = _Host(lim)
+                self._host.programs += 1
+                self._send({"op": "load", "code": code})
+                session = _HostedSession(self, lim)
             started = True
             return session
         finally:
@@ -256,6 +297,10 @@ class Session:
     def loaded(self) -> bool:
         return self.result is None and self.load_error is None
 
+    def _ended(self, msg: dict) -> RunResult:
+        """The program's result from the frame that says it has ended."""
+        return self._sb._result(msg)
+
     def _read(self) -> dict | None:
         """The next reply, or None once the run has ended (its result is then in `self.result`)."""
         if self.result is not None:
@@ -266,7 +311,7 @@ class Session:
             msg = self._sb._recv(self.limits.wall_s + MARGIN_S)
             if msg.get("op") == "reply":
                 return msg
-            self.result = self._sb._result(msg)
+            self.result = self._ended(msg)
         except SandboxError:
             self._broken = True
             self._sb._lock.release()
@@ -306,10 +351,12 @@ class Session:
                     return CallResult(False, error=f"malformed result: {e}")
             return CallResult(False, error=str(data.get("error"))[:2000])
 
+    _END = {"op": "end"}
+
     def close(self) -> RunResult:
         """End the program (EOF on its request channel) and return how the run went."""
         if self.result is None and not self._broken:
-            self._send({"op": "end"})
+            self._send(self._END)
             while self._read() is not None:
                 pass
         return self.result
@@ -319,3 +366,24 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@dataclass
+class _Host:
+    limits: Limits
+    programs: int = 0
+
+
+class _HostedSession(Session):
+    """A program of a host run: the same calls; its end is the host's "done" frame, or the run's own end."""
+
+    _END = {"op": "unload"}
+
+    def _ended(self, msg: dict) -> RunResult:
+        sb = self._sb
+        if msg.get("op") == "done" and isinstance(msg.get("result"), dict):
+            return RunResult(**{f.name: msg["result"][f.name] for f in fields(RunResult)})
+        sb._host = None  # the host run itself ended: a limit it enforces, or the sandbox failed
+        if msg.get("op") == "result" and not msg.get("error") and isinstance(msg.get("program"), dict):
+            return RunResult(**{f.name: msg["program"][f.name] for f in fields(RunResult)})
+        return sb._result(msg)

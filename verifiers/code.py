@@ -12,7 +12,10 @@ The verdict is decided here, outside the candidate, never inside its process:
     here (trailing whitespace of each line and trailing blank lines ignored). A pass also
     needs exit status 0 and no limit hit.
   * call / assert / unittest: the program is loaded once in a sandboxed session and every
-    value it returns crosses back as fresh plain data (`sandboxes.plain`); the comparisons,
+    value it returns crosses back as fresh plain data (`sandboxes.plain`). By default the
+    session is one program of the process's host run (`Sandbox.serve(..., hosted=True)`: a
+    fresh process per program, one isolated run for many; option `hosted=False` gives each
+    program a run of its own, at about three times the cost); the comparisons,
     the `check(candidate)` function and the TestCases run here, in this process, against
     proxies that forward each call. Expected values never enter the sandbox, so printing
     "OK", exiting 0 early, `atexit` hooks, a forged `__eq__`, patching `unittest` or reading
@@ -237,8 +240,8 @@ class _CountingResult(unittest.TestResult):
         self.successes += 1
 
 
-def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally) -> None:
-    session = sb.serve(program, lim)
+def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally, hosted: bool = True) -> None:
+    session = sb.serve(program, lim, hosted=hosted)
     try:
         if not session.loaded:
             why = session.load_error or (session.result.describe() if session.result else "did not load")
@@ -348,13 +351,17 @@ class CodeVerifier(Verifier):
                         description="runs the program in the sandbox against stdio/call/assert/unittest tests; "
                                     "score = fraction of tests passed")
 
-    def time_budget(self, reference: Any, limits: Any = None, **options: Any) -> float | None:
+    def time_budget(self, reference: Any, limits: Any = None, hosted: bool = True, **options: Any) -> float | None:
         tests = parse_tests(reference)
         return tests.runs * (Limits.of(limits).wall_s + 2.0) + 15.0
 
-    def verify(self, completion: str, reference: Any = None, limits: Any = None, **options: Any) -> Verdict:
+    def verify(self, completion: str, reference: Any = None, limits: Any = None, hosted: bool = True,
+               **options: Any) -> Verdict:
         if options:
-            raise ValueError(f"code verifier: unknown option {next(iter(options))!r}; valid: ['limits', 'timeout']")
+            raise ValueError(f"code verifier: unknown option {next(iter(options))!r}; "
+                             "valid: ['hosted', 'limits', 'timeout']")
+        if not isinstance(hosted, bool):
+            raise ValueError(f"code verifier: option 'hosted' must be True or False, got {hosted!r}")
         lim = Limits.of(limits)
         try:
             tests = parse_tests(reference)
@@ -367,7 +374,10 @@ class CodeVerifier(Verifier):
             return Verdict.unparseable(detail="no Python program in the completion")
         tally = Tally()
         try:
-            (_run_stdio if tests.kind == "stdio" else _run_session)(sandbox(), program, tests, lim, tally)
+            if tests.kind == "stdio":
+                _run_stdio(sandbox(), program, tests, lim, tally)
+            else:
+                _run_session(sandbox(), program, tests, lim, tally, hosted)
         except SandboxError as e:
             return Verdict.masked_as(Status.ERROR, f"sandbox failure: {e}")
         except TestSpecError as e:  # the dataset's trusted helper code failed: not the candidate's doing

@@ -35,6 +35,8 @@ except IsolationError as e:
     sb = Sandbox(allow_weak=True)
     r = sb.run("print(6 * 7)")
     out["weak"] = [sb.isolation, r.stdout.strip(), r.isolation]
+    s = sb.serve("def f():\\n    return 6 * 7\\n", hosted=True)  # no pid namespace to clear: a fresh run
+    out["weak_hosted"] = [s.call("f").value, s.close().isolation, sb._host is None]
     sb.close()
 print(json.dumps(out))
 """
@@ -63,6 +65,7 @@ def test_host_without_namespaces_is_refused_with_what_is_missing_unless_weak_is_
     assert "namespaces unavailable" in out["refused"] and "user.max_user_namespaces" in out["refused"]
     assert "allow_weak=True" in out["refused"]
     assert out["weak"] == ["none", "42", "none"]
+    assert out["weak_hosted"] == [42, "none", True]
 
 
 def test_weak_isolation_can_be_allowed_by_environment(monkeypatch):
