@@ -95,10 +95,23 @@ def child(req: dict, fds: dict, mode: dict) -> None:
             os.write(fds["ready_w"], f"setup failed: {type(e).__name__}: {e}".encode()[:4000])
         finally:
             os._exit(1)
-    if req["mode"] == "serve":
-        os._exit(_harness.serve(req["code"], 3, 4))
-    if req["mode"] == "cases":
-        os._exit(_harness.cases(req["code"], 3, 4))
-    if req["mode"] == "host":
-        os._exit(_harness.host(3))
-    os._exit(_harness.run_main(req["code"]))
+    status = 1  # what is left if a program's own BaseException subclass escapes the harness
+    try:
+        if req["mode"] == "serve":
+            status = _harness.serve(req["code"], 3, 4)
+        elif req["mode"] == "cases":
+            status = _harness.cases(req["code"], 3, 4)
+        elif req["mode"] == "host":
+            status = _harness.host(3)
+        else:
+            status = _harness.run_main(req["code"])
+    finally:  # never back into the supervisor's code, whatever unwinds: report it as CPython would, and exit
+        escaped = sys.exc_info()[1]
+        if escaped is not None:
+            _harness.report_uncaught(escaped)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(status)

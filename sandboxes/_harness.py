@@ -61,7 +61,7 @@ def _namespace(name: str) -> dict:
     return module.__dict__
 
 
-def _report_uncaught(e: BaseException) -> None:
+def report_uncaught(e: BaseException) -> None:
     try:
         sys.excepthook(type(e), e, e.__traceback__)
     except Exception:  # a candidate may break its own excepthook; fall back to the plain printer
@@ -74,7 +74,7 @@ def _shutdown() -> None:
         import threading
         getattr(threading, "_shutdown", lambda: None)()
     except Exception as e:
-        _report_uncaught(e)
+        report_uncaught(e)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -90,7 +90,7 @@ def run_main(code: str) -> int:
     except SystemExit as e:
         status = _exit_code(e)
     except (Exception, KeyboardInterrupt, GeneratorExit) as e:  # what CPython reports for a script
-        _report_uncaught(e)
+        report_uncaught(e)
         status = 1
     try:
         _shutdown()
@@ -122,7 +122,7 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
     except SystemExit:
         pass  # names defined before the exit stay callable; a test of a missing name fails
     except (Exception, KeyboardInterrupt, GeneratorExit) as e:
-        _report_uncaught(e)
+        report_uncaught(e)
         write_frame(resp_fd, {"loaded": False, "error": traceback.format_exception_only(type(e), e)[-1].strip()})
         return 1
     write_frame(resp_fd, {"loaded": True, "names": _public_names(ns)})

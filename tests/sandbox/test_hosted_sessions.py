@@ -68,6 +68,8 @@ LEAVERS = [
     ("fork bomb", "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n"
      "        except OSError:\n            pass\n", ("f",)),
     ("crashes mid-call", "import os\ndef f():\n    os._exit(3)\n", ("f",)),
+    ("raises a BaseException of its own", "class E(BaseException):\n    pass\ndef f():\n    print('before')\n"
+     "    raise E()\n", ("f",)),
 ]
 
 
@@ -110,6 +112,12 @@ def test_a_program_cannot_stop_or_read_the_host_s_pid_1(level_sb):
         names, error, got, key = _serve(level_sb, SIGNALS_PID1, ("f",), hosted=True)
         assert (got.ok, got.value, key[:4]) == (True, "PermissionError", (0, None, "", None))
         assert _serve(level_sb, PROBE, ("look",), hosted=True) == probe_fresh
+
+
+def test_a_program_s_own_base_exception_ends_it_as_cpython_would_and_never_unwinds_into_the_sandbox(level_sb):
+    r = level_sb.run("class E(BaseException):\n    pass\nprint(1)\nraise E('x')\n", "", LIM)
+    assert (r.exit_code, r.stdout, r.stderr.splitlines()[-1]) == (1, "1\n", "E: x")
+    assert "_zygote.py" not in r.stderr and "_supervise.py" not in r.stderr
 
 
 def test_programs_of_one_host_run_keep_their_own_output_calls_and_results(sb):
