@@ -95,14 +95,14 @@ def _ended(pid: int) -> bool:
     before the others end, and the files, the actor's socket among them, close only with the last.)"""
     try:
         threads = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
     for t in threads:
         try:
             with open(f"/proc/{pid}/task/{t}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
                     return False
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # the thread is gone (reading a dead task's stat: ESRCH)
             continue
     return True
 
