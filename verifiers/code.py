@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import math
 import os
 import re
@@ -47,7 +48,7 @@ from reasoning_rl.types import Status, Verdict
 from sandboxes import Limits, RunEnded, Sandbox, SandboxError
 
 from .base import Verifier, VerifierSpec
-from .code_tests import TestSpecError, Tests, parse_tests
+from .code_tests import TestSpecError, Tests, compiled, parse_tests
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.S)
 SANDBOX_LEVELS = {"none": 0.0, "rootless": 1.0, "full": 2.0}  # verdict metric `sandbox_level`
@@ -167,7 +168,8 @@ def _run_stdio(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tall
             return
 
 
-def _referenced(code: str) -> tuple[set[str], set[str]]:
+@functools.lru_cache(maxsize=512)
+def _referenced(code: str) -> tuple[frozenset[str], frozenset[str]]:
     """(names the test code reads, names it binds itself): which of the candidate's names it may see."""
     tree = ast.parse(code)
     reads, binds = set(), set()
@@ -182,7 +184,7 @@ def _referenced(code: str) -> tuple[set[str], set[str]]:
             reads.update(a.name for a in node.names if a.name != "*")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             binds.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return reads, binds
+    return frozenset(reads), frozenset(binds)
 
 
 def _exposed(tests: Tests, trusted: dict) -> set[str]:
@@ -268,7 +270,7 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
         ns = {"__name__": "tests", "__builtins__": builtins, "unittest": unittest}
         if tests.helpers:  # trusted code given with the problem: its helpers, not the candidate's copies
             try:
-                exec(compile(tests.helpers, "<helpers>", "exec"), ns)
+                exec(compiled(tests.helpers, "<helpers>"), ns)
             except Exception as e:  # the dataset's helper code is broken: not the candidate's fault
                 raise TestSpecError(f"tests.helpers raised {type(e).__name__}: {e}") from None
         names = _proxies(session, _exposed(tests, ns))
@@ -280,7 +282,7 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
                     tally.record(False, f"the program defines no function {tests.entry_point!r}")
                     return
                 try:
-                    exec(compile(tests.code, "<tests>", "exec"), ns)
+                    exec(compiled(tests.code, "<tests>"), ns)
                     check = ns.get("check")
                     if callable(check):
                         check(candidate)
@@ -296,7 +298,7 @@ def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Ta
                     tally.record(True)
                 return
             try:
-                exec(compile(tests.code, "<tests>", "exec"), ns)
+                exec(compiled(tests.code, "<tests>"), ns)
             except SandboxError as e:
                 if not isinstance(e, RunEnded):
                     raise

@@ -27,6 +27,7 @@ naming the field and the value when a spec is malformed.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -136,13 +137,20 @@ def _text(x: Any) -> str:
     return x
 
 
+@functools.lru_cache(maxsize=512)
+def compiled(code: str, filename: str):
+    """Trusted test or helper code, compiled once per text and process (a GRPO group verifies the same tests
+    once per completion; a code object runs afresh in every namespace it is given). SyntaxError as compile."""
+    return compile(code, filename, "exec")
+
+
 def _trusted(spec: dict) -> dict:
     """The optional `helpers` (trusted code; must compile) and `names` (identifiers) of a spec."""
     out: dict = {}
     if spec.get("helpers") is not None:
         helpers = _need_str(spec, "helpers", "tests")
         try:
-            compile(helpers, "<helpers>", "exec")
+            compiled(helpers, "<helpers>")
         except SyntaxError as e:
             raise TestSpecError(f"tests.helpers does not compile: {e}") from None
         out["helpers"] = helpers
@@ -197,7 +205,7 @@ def parse_tests(spec: Any) -> Tests:
         return Tests(kind, tuple(parsed), entry, None, **tol)
     code = _need_str(spec, "code", "tests")
     try:
-        compile(code, "<tests>", "exec")
+        compiled(code, "<tests>")
     except SyntaxError as e:
         raise TestSpecError(f"tests.code does not compile: {e}") from None
     entry = _identifier(spec, "entry_point") if kind == "assert" else None
