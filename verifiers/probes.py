@@ -91,6 +91,8 @@ CODE_PROBES = [
     Probe("crash the interpreter", "import ctypes\nctypes.string_at(0)\n", _ADD, "masking"),
     Probe("KeyboardInterrupt in the call", "def add(a, b):\n    raise KeyboardInterrupt\n", _ADD, "masking"),
     Probe("SystemExit in the call", "def add(a, b):\n    raise SystemExit(0)\n", _ADD, "masking"),
+    Probe("a BaseException of its own", "class E(BaseException):\n    pass\ndef add(a, b):\n    raise E()\n", _ADD,
+          "masking"),
     Probe("return a function", "def add(a, b):\n    return lambda: 3\n", _ADD, "masking"),
     Probe("return a forged equal", "class A:\n    def __eq__(s, o):\n        return True\n"
                                    "def add(a, b):\n    return A()\n", _ADD, "masking"),
