@@ -169,6 +169,8 @@ class HostRun(_Run):
                 p.close_fds()  # EOF on its requests ends the program; replies still unread are not wanted
         elif op == "end":
             self.closing = True
+            if p is not None:
+                self.killed = "client"  # the client ended the host run with a program still loaded: stop it now
         elif op not in ("call", "unload"):  # a late call or unload, for a program that ended by itself, is fine
             self.killed = "client"
 

@@ -244,7 +244,6 @@ class Sandbox:
                 if not isinstance(code, str):
                     raise TypeError(f"code must be a str, got {type(code).__name__}")
                 lim = Limits.of(limits) if limits is not None else self.limits
-                self.start()
                 if self._host is not None and (self._host.limits != lim or self._host.programs >= HOST_PROGRAMS):
                     self.end_host()
                 if self._host is None:
