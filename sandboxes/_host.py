@@ -28,7 +28,7 @@ import socket
 import time
 
 import _wire
-from _supervise import _exit_status, _limit_from, _Run, _Stream
+from _supervise import _exit_status, _Run, _Stream
 
 
 class _Program:
@@ -82,11 +82,8 @@ class HostRun(_Run):
             self.ctl_open = False  # pid 1 is ending; its pidfd says when
             return
         self.ctl_buf += data
-        while len(self.ctl_buf) >= 4:
-            n = int.from_bytes(self.ctl_buf[:4], "big")
-            if len(self.ctl_buf) < 4 + n:
-                return
-            frame, self.ctl_buf[:] = json.loads(bytes(self.ctl_buf[4:4 + n])), self.ctl_buf[4 + n:]
+        while (body := _wire.pop_frame(self.ctl_buf)) is not None:
+            frame = json.loads(body)
             if frame.get("op") == "forked" and self.prog is not None and len(self.ctl_fds) >= 2:
                 req_w, resp_r = self.ctl_fds[:2]
                 del self.ctl_fds[:2]
@@ -107,24 +104,13 @@ class HostRun(_Run):
         return self.cg.stats() if self.cg else None
 
     def _program_result(self, exit_status: dict, data: dict | None, killed: str | None) -> dict:
-        p, now = self.prog, self._stats()
-        self.last_stats = now
-        if self.cg:
-            stats = {"cpu_s": now["cpu_s"] - p.base["cpu_s"], "peak_memory_bytes": now["peak_memory_bytes"],
-                     "oom_kills": now["oom_kills"] - p.base["oom_kills"],
-                     "process_limit_hits": now["process_limit_hits"] - p.base["process_limit_hits"]}
-        else:
-            stats = {"cpu_s": (data or {}).get("cpu_s", 0.0), "peak_memory_bytes": (data or {}).get("maxrss", 0),
-                     "oom_kills": 0, "process_limit_hits": 0}
-        if killed is None and (exit_status["signal"] == signal.SIGXCPU or stats["cpu_s"] > self.lim["cpu_s"] or (
-                exit_status["signal"] == signal.SIGKILL and not self.cg and stats["cpu_s"] >= self.lim["cpu_s"])):
-            killed = "cpu"  # SIGKILL without cgroups: the hard RLIMIT_CPU, past the soft limit's SIGXCPU
-        stderr = self.err.text()
-        return {**exit_status, "stdout": self.out.text(), "stderr": stderr, "stdout_truncated": self.out.over,
-                "stderr_truncated": self.err.over, "wall_s": time.monotonic() - p.t0, "cpu_s": stats["cpu_s"],
-                "peak_memory_bytes": stats["peak_memory_bytes"], "leftover_processes": 0,
-                "limit": _limit_from(exit_status, stats, stderr, killed), "isolation": self.mode["level"],
-                "limits_by": self.mode["limits"], "seccomp": self.mode["seccomp"]}
+        """The program's result, as a case's is made (`_Run.slice_*`), from its start's figures to now's."""
+        p = self.prog
+        self.last_stats = now = self._stats()
+        stats = self.slice_stats(p.base, data, now)
+        if killed is None and self.slice_over_cpu(exit_status, stats):
+            killed = "cpu"
+        return self.slice_result(exit_status, stats, killed, 0, p.t0)
 
     def _forward(self, sock: int) -> None:
         """The program's complete reply frames, re-encoded for the client (never spliced)."""

@@ -158,23 +158,30 @@ class _Run:
             self.cg.reset_peak()
         self.pending += _wire.encode({"i": i, "stdin": self.cases[i]})
 
-    def _case_result(self, exit_status: dict, stats: dict, killed: str | None, left: int) -> dict:
+    # -- one slice of a session (a case, or a host run's program): its own figures and result ---------------
+    def slice_result(self, exit_status: dict, stats: dict, killed: str | None, left: int, t0: float) -> dict:
+        """A run's result for the slice that started at `t0`: the output read since, its figures, its limit."""
         stderr = self.err.text()
         return {**exit_status, "stdout": self.out.text(), "stderr": stderr, "stdout_truncated": self.out.over,
-                "stderr_truncated": self.err.over, "wall_s": time.monotonic() - self.case_t0,
+                "stderr_truncated": self.err.over, "wall_s": time.monotonic() - t0,
                 "cpu_s": stats["cpu_s"], "peak_memory_bytes": stats["peak_memory_bytes"], "leftover_processes": left,
                 "limit": _limit_from(exit_status, stats, stderr, killed), "isolation": self.mode["level"],
                 "limits_by": self.mode["limits"], "seccomp": self.mode["seccomp"]}
 
-    def _case_stats(self, data: dict | None, now: dict | None) -> dict:
-        """This case's figures: deltas of the cgroups' (`now` minus the case's start), else what pid 1 reported."""
+    def slice_stats(self, base: dict | None, data: dict | None, now: dict | None) -> dict:
+        """A slice's figures: deltas of the cgroups' (`now` minus `base`, the slice's start), else what pid 1
+        reported for it (`data`: its cpu_s and maxrss)."""
         if not self.cg:
             return {"cpu_s": (data or {}).get("cpu_s", 0.0), "peak_memory_bytes": (data or {}).get("maxrss", 0),
                     "oom_kills": 0, "process_limit_hits": 0}
-        base = self.case_stats0
         return {"cpu_s": now["cpu_s"] - base["cpu_s"], "peak_memory_bytes": now["peak_memory_bytes"],
                 "oom_kills": now["oom_kills"] - base["oom_kills"],
                 "process_limit_hits": now["process_limit_hits"] - base["process_limit_hits"]}
+
+    def slice_over_cpu(self, exit_status: dict, stats: dict) -> bool:
+        """The slice ran out of CPU: SIGXCPU, or (without cgroups) the hard RLIMIT_CPU's SIGKILL, or its figures."""
+        return exit_status["signal"] == signal.SIGXCPU or stats["cpu_s"] > self.lim["cpu_s"] or (
+            exit_status["signal"] == signal.SIGKILL and not self.cg and stats["cpu_s"] >= self.lim["cpu_s"])
 
     def _case_done(self, data) -> None:
         if not isinstance(data, dict) or data.get("i") != self.case_i or not isinstance(data.get("status"), int):
@@ -185,14 +192,10 @@ class _Run:
         self.err.drain()
         exit_status = _exit_status(data["status"])
         now = self.cg.stats() if self.cg else None
-        stats = self._case_stats(data, now)
-        killed = None
-        if exit_status["signal"] == signal.SIGXCPU or (exit_status["signal"] == signal.SIGKILL and not self.cg
-                                                       and stats["cpu_s"] >= self.lim["cpu_s"]) \
-                or stats["cpu_s"] > self.lim["cpu_s"]:
-            killed = "cpu"
+        stats = self.slice_stats(self.case_stats0, data, now)
+        killed = "cpu" if self.slice_over_cpu(exit_status, stats) else None
         # what the case left behind was killed by the session's pid 1, as a run's end kills it: not a leftover
-        self.case_results.append(self._case_result(exit_status, stats, killed, 0))
+        self.case_results.append(self.slice_result(exit_status, stats, killed, 0, self.case_t0))
         self.out.reset()
         self.err.reset()
         if killed is None and self.case_results[-1]["limit"] in ("wall", "cpu"):
@@ -205,18 +208,17 @@ class _Run:
     def frames(self, stream: _Stream):
         """Each complete frame in `stream`'s buffer, decoded (None when it is not JSON) and removed as it is
         read; a frame announcing more than `output_bytes` ends the run ("output") and the reading."""
-        buf = stream.buf
-        while len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "big")
-            if n > self.lim["output_bytes"]:
+        while True:
+            try:
+                body = _wire.pop_frame(stream.buf, self.lim["output_bytes"])
+            except _wire.WireError:
                 self.killed = "output"
                 return
-            if len(buf) < 4 + n:
+            if body is None:
                 return
-            frame, buf[:] = bytes(buf[4:4 + n]), buf[4 + n:]
             self.replies += 1
             try:
-                yield json.loads(frame.decode())
+                yield json.loads(body.decode())
             except ValueError:
                 yield None
 
@@ -329,7 +331,8 @@ class _Run:
                                                  "peak_memory_bytes": rusage.ru_maxrss * 1024,
                                                  "process_limit_hits": 0}
         in_case = self.case_open
-        case_stats = self._case_stats(None, stats if self.cg else None) if in_case else None  # before the groups go
+        case_stats = (self.slice_stats(self.case_stats0, None, stats if self.cg else None)  # before the groups go
+                      if in_case else None)
         self.before_destroy(_exit_status(status))
         left = self.cg.destroy() if self.cg else 0
         if self.mode["level"] == "none":
@@ -352,7 +355,7 @@ class _Run:
         if self.cases is not None:
             if in_case and killed != "client" and bytes(self.ready.buf) == b"r":  # the case the session ended in
                 ended = exit_status if killed is None else {"exit_code": None, "signal": signal.SIGKILL}
-                self.case_results.append(self._case_result(ended, case_stats, killed, left))
+                self.case_results.append(self.slice_result(ended, case_stats, killed, left, self.case_t0))
             if self.case_results:
                 self.case_results[-1]["leftover_processes"] += left if not in_case else 0
             result["cases"] = self.case_results

@@ -47,6 +47,21 @@ def read_frame(fd: int, limit: int = MAX_FRAME):
         raise WireError(f"frame is not JSON: {e}") from None
 
 
+def pop_frame(buf: bytearray, limit: int = MAX_FRAME) -> bytes | None:
+    """The body of the first complete frame in `buf`, removed from it; None while it is incomplete. Raises
+    WireError as soon as the frame announces more than `limit` bytes (before its body has come)."""
+    if len(buf) < 4:
+        return None
+    (n,) = struct.unpack(">I", buf[:4])
+    if n > limit:
+        raise WireError(f"frame announces {n} bytes, over the {limit}-byte limit")
+    if len(buf) < 4 + n:
+        return None
+    body = bytes(buf[4:4 + n])
+    del buf[:4 + n]
+    return body
+
+
 def write_frame(fd: int, msg) -> None:
     data = memoryview(encode(msg))
     while data:
