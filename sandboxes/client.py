@@ -28,6 +28,11 @@ MARGIN_S = 30.0  # how long past its wall limit a zygote may take to answer befo
 HOST_PROGRAMS = 256  # programs one host run serves before a fresh one starts
 
 
+def _run_result(frame: dict) -> RunResult:
+    """A `RunResult` from a result frame (or a case's or a hosted program's part of one)."""
+    return RunResult(**{f.name: frame[f.name] for f in fields(RunResult)})
+
+
 def base_python() -> str:
     """The base interpreter (not a virtual environment's): candidates get the standard library only."""
     for name in (f"python{sys.version_info[0]}.{sys.version_info[1]}", "python3"):
@@ -168,7 +173,7 @@ class Sandbox:
             msg = self._recv(MARGIN_S)
             if msg.get("op") != "result":
                 self._fail(f"sandbox protocol: expected a host run's result, got {str(msg)[:200]!r}")
-            return None if msg.get("error") else RunResult(**{f.name: msg[f.name] for f in fields(RunResult)})
+            return None if msg.get("error") else _run_result(msg)
 
     def _begin(self, code: str, stdin: str, limits, mode: str, **extra) -> Limits:
         if not isinstance(code, str):
@@ -186,7 +191,7 @@ class Sandbox:
             self._fail(f"sandbox protocol: expected a result, got {str(msg)[:200]!r}")  # restart: never desync
         if msg.get("error"):
             raise SandboxError(msg["error"])
-        return RunResult(**{f.name: msg[f.name] for f in fields(RunResult)})
+        return _run_result(msg)
 
     def run(self, code: str, stdin: str = "", limits: Limits | dict | None = None) -> RunResult:
         """Run `code` as `python solution.py` with `stdin`; return what happened."""
@@ -221,7 +226,7 @@ class Sandbox:
                 self._fail(f"sandbox protocol: a cases result without its cases: {str(msg)[:200]!r}")
             if not msg["cases"]:
                 raise SandboxError("the sandbox session ran none of the cases")
-            return [RunResult(**{f.name: c[f.name] for f in fields(RunResult)}) for c in msg["cases"]]
+            return [_run_result(c) for c in msg["cases"]]
 
     def serve(self, code: str, limits: Limits | dict | None = None, hosted: bool = False) -> "Session":
         """Load `code` as module `solution` in a sandbox and keep it running to answer calls.
@@ -381,8 +386,8 @@ class _HostedSession(Session):
     def _ended(self, msg: dict) -> RunResult:
         sb = self._sb
         if msg.get("op") == "done" and isinstance(msg.get("result"), dict):
-            return RunResult(**{f.name: msg["result"][f.name] for f in fields(RunResult)})
+            return _run_result(msg["result"])
         sb._host = None  # the host run itself ended: a limit it enforces, or the sandbox failed
         if msg.get("op") == "result" and not msg.get("error") and isinstance(msg.get("program"), dict):
-            return RunResult(**{f.name: msg["program"][f.name] for f in fields(RunResult)})
+            return _run_result(msg["program"])
         return sb._result(msg)
