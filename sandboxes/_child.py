@@ -109,9 +109,5 @@ def child(req: dict, fds: dict, mode: dict) -> None:
         escaped = sys.exc_info()[1]
         if escaped is not None:
             _harness.report_uncaught(escaped)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        _harness.flush_std()
         os._exit(status)

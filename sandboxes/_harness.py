@@ -76,6 +76,11 @@ def _shutdown() -> None:
     except Exception as e:
         report_uncaught(e)
     atexit._run_exitfuncs()
+    flush_std()
+
+
+def flush_std() -> None:
+    """Flush the program's stdout and stderr, whatever it did to them."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
