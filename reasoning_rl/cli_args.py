@@ -16,10 +16,12 @@ from .errors import UserError
 
 
 def set_threads(cfg) -> None:
-    """torch's intra-op threads as the config says (num_threads)."""
+    """torch's intra-op threads as the config says (num_threads; 0 = device.resolve_threads)."""
     import torch
 
-    torch.set_num_threads(cfg.num_threads)
+    from .device import resolve_threads
+
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
@@ -35,19 +37,6 @@ def add_run_dir_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
                        help="continue the run in output_dir from its checkpoint (the same trajectory)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run already in output_dir (its run files only); without it such a run is refused")
-
-
-def add_split_arg(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--split", choices=["train", "test", "all"], default=default,
-                   help="the task's train split, its held-out split (tasks.test_split, or tasks.heldout_percent of a "
-                        "source without one, by hash), or all rows")
-
-
-def load_config(args):
-    from . import config
-    from .configs import Config
-
-    return config.load(Config, args.config, args.overrides)
 
 
 def claim_output_dir(cfg, args, command: str):
@@ -103,7 +92,7 @@ def load_task(cfg, split: str | None = None, limit: int = 0, log=None):
     from .models import check_model_source, load_tokenizer, resolve_device
     from .task import Task
 
-    check_model_source(cfg.model.name_or_path)
+    check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)
     resolve_device(cfg.model.device)
     task = Task.from_config(cfg.tasks)
     task.render(load_tokenizer(cfg))

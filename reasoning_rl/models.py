@@ -1,14 +1,16 @@
 """Load the policy: the embedded tiny model (built or from its SFT cache) or any HF causal LM.
 
 One config value, `model.name_or_path`, switches between them. Nothing is downloaded
-for the tiny model; a hub name is passed to `from_pretrained` as is (it needs network
-or a local HF cache, which is the user's business).
+for the tiny model or a named model (model_sources.py: a GGUF file a package ships, converted
+once); a hub name is passed to `from_pretrained` as is (it needs network or a local HF cache,
+which is the user's business).
 """
 from __future__ import annotations
 
 from .configs import Config
 from .device import resolve_device  # noqa: F401 - re-exported: models.resolve_device
 from .errors import UserError
+from .model_sources import gguf_path, resolve
 from .sft import build_sft_checkpoint
 from .tiny.model import build_tiny  # noqa: F401 - re-exported: models.build_tiny is the public name
 from .tiny.tokenizer import build_char_tokenizer
@@ -16,13 +18,14 @@ from .tiny.tokenizer import build_char_tokenizer
 _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
 
 
-def check_model_source(name: str) -> None:
-    """Raise UserError (one line naming model.name_or_path) unless `name` can be loaded: "tiny", a local
-    directory with a config.json, a Hub name in the local Hugging Face cache, or one the Hub answers for
-    within a short timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
+def check_model_source(name: str, gguf_file: str = "") -> None:
+    """Raise UserError (one line naming model.name_or_path) unless `name` can be loaded: "tiny", a named model
+    whose package is installed, a GGUF file (or a folder + model.gguf_file), a local directory with a
+    config.json, a Hub name in the local Hugging Face cache, or one the Hub answers for within a short
+    timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
     import os
 
-    if name == "tiny":
+    if name == "tiny" or gguf_path(name, gguf_file):
         return
     key = "model.name_or_path"
     if os.path.isdir(name):
@@ -57,7 +60,7 @@ def load_policy(cfg: Config, log=print):
 
     m = cfg.model
     name = m.name_or_path
-    check_model_source(name)
+    check_model_source(name, m.gguf_file)
     device = resolve_device(m.device)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[m.dtype]
     if name == "tiny":
@@ -65,6 +68,7 @@ def load_policy(cfg: Config, log=print):
             model, tok = build_tiny(cfg)
             return _place(model, device, dtype, m.gradient_checkpointing), tok
         name = build_sft_checkpoint(cfg, log=log)
+    name = resolve(name, m.gguf_file, m.dtype, log=log)
     tok = load_tokenizer(cfg, name)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
     if tok.pad_token_id is not None and model.config.pad_token_id is None:
@@ -77,7 +81,9 @@ def load_tokenizer(cfg: Config, name: str | None = None):
     checks render prompts with it before any model loads."""
     from transformers import AutoTokenizer
 
-    name = name or cfg.model.name_or_path
+    if name is None:
+        m = cfg.model
+        name = m.name_or_path if m.name_or_path == "tiny" else resolve(m.name_or_path, m.gguf_file, m.dtype)
     if name == "tiny":
         return build_char_tokenizer()
     tok = AutoTokenizer.from_pretrained(name, trust_remote_code=cfg.model.trust_remote_code)

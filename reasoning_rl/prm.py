@@ -23,6 +23,7 @@ from typing import Callable
 from verifiers.prm import PRMConfig, PRMVerifier
 
 from .configs import PRMTrainConfig
+from .device import resolve_threads
 from .models import load_policy
 from .sft import seed_everything
 from .tiny.model import build_tiny_model
@@ -109,7 +110,7 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
 
 
     p = cfg.prm
-    torch.set_num_threads(cfg.num_threads)
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     seed_everything(cfg.seed)
     if p.init_from_sft:
         policy, tok = load_policy(cfg, log=log)

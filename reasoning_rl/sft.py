@@ -22,14 +22,11 @@ from dataclasses import asdict
 from .configs import Config
 from .losses import masked_nll
 from .tiny.model import build_tiny
-from .device import resolve_device
+from .device import resolve_device, resolve_threads
+from .model_sources import cache_root
 from .tiny.tasks import make_rows, worked_solution
 
 SFT_RECIPE_VERSION = "2"
-
-
-def cache_root() -> str:
-    return os.environ.get("REASONING_RL_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "reasoning-rl")
 
 
 # the tasks knobs that decide the embedded rows the warm start trains on (the others: prompts, sources, rewards)
@@ -111,7 +108,7 @@ def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, 
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     import torch
 
-    torch.set_num_threads(cfg.num_threads)  # the cached checkpoint must not depend on which command built it
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))  # the cached checkpoint must not depend on which command built it
     seed_everything(cfg.seed)
     s = cfg.sft
     params = [p for p in model.parameters() if p.requires_grad]  # with LoRA: the adapters alone

