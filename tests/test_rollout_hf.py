@@ -110,6 +110,27 @@ def test_decode_loop_matches_generate_and_truncates(tiny):
         assert torch.allclose(logp2, logp, atol=1e-5)  # log softmax(logits / 1.0) before truncation
 
 
+def test_shared_prefill_samples_what_repeated_prompts_sample(tiny):
+    """repeats=n runs each prompt once and copies its cache n ways: under one seed it draws the very tokens that n
+    copies of the prompt draw, with the same log-probs up to float noise of the prefill's batch shape."""
+    from reasoning_rl.rollout import decode
+
+    model, tok = tiny
+    tok.padding_side = "left"
+    prompts, n = ["12+30=", "7*8=", "100-1="], 4
+    flat = tok([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True)
+    torch.manual_seed(3)
+    ids, logp, lengths = decode.sample(model, flat["input_ids"], flat["attention_mask"], 12, tok.eos_token_id, 1.0)
+    once = tok(prompts, return_tensors="pt", padding=True)
+    torch.manual_seed(3)
+    ids2, logp2, lengths2 = decode.sample(model, once["input_ids"], once["attention_mask"], 12, tok.eos_token_id,
+                                          1.0, repeats=n)
+    assert ids2.shape == (len(prompts) * n, 12)
+    assert torch.equal(ids2, ids) and torch.equal(lengths2, lengths)
+    assert torch.allclose(logp2, logp, atol=1e-4)
+    assert len({tuple(r) for r in ids[:n].tolist()}) > 1  # the copies really are sampled independently
+
+
 def test_bad_inputs_are_clear_errors(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="n must be >= 1"):

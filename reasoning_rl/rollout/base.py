@@ -27,6 +27,9 @@ class SamplingConfig:
     stop: tuple[str, ...] = knob((), "stop strings (the stop string is not part of the completion)")
     seed: int | None = knob(None, "sampling seed (None = not reseeded)")
     chat: bool = knob(False, "apply the tokenizer's chat template to each prompt")
+    share_prefill: bool = knob(True, "hf engine: run each prompt through the model once for all its samples and copy "
+                                     "its cache (the same tokens, log-probs equal up to float noise); off = every "
+                                     "sample its own prompt pass")
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,22 @@ compute is spent on finished rows. Here, after each step the rows that emitted E
 dropped from the batch and from the cache (`Cache.batch_select_indices`), so a step costs
 what its live rows cost.
 
-    sample(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p, top_k)
-      input_ids, attention_mask: (B, Tp) left-padded prompts; eos_id: one id or several (a chat model's
-      end-of-turn beside its end-of-text: the first that a row emits ends it)
-      -> ids (B, max_tokens) (pad = the first eos id after the end), logp (B, max_tokens), lengths (B,)
+    sample(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p, top_k, repeats)
+      input_ids, attention_mask: (P, Tp) left-padded prompts; eos_id: one id or several (a chat model's
+      end-of-turn beside its end-of-text: the first that a row emits ends it); repeats: samples per prompt
+      -> ids (B, max_tokens) (pad = the first eos id after the end), logp (B, max_tokens), lengths (B,),
+         B = P * repeats, prompt p's samples in rows p*repeats ... p*repeats + repeats - 1
+
+A group's samples share their prompt, so the prompt is run through the model once and its cache
+copied `repeats` times (`Cache.batch_repeat_interleave`): on a real model the prompt's forward pass is
+most of a short rollout's compute, and this divides it by the group size.
 
 logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
 rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
 Sampling draws from torch's global generator, like `generate`, so a seeded run repeats.
 
 Not here: stop strings (the engine falls back to `generate` for those), beam search,
-speculative decoding, or prefix sharing across a group's identical prompts.
+speculative decoding, or prefixes shared between different prompts (a system prompt).
 """
 from __future__ import annotations
 
@@ -42,11 +47,11 @@ def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
 
 @torch.no_grad()
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
-           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0
+           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     from transformers import DynamicCache
 
-    B, dev = input_ids.shape[0], input_ids.device
+    B, dev = input_ids.shape[0] * repeats, input_ids.device
     eos = torch.tensor([eos_id] if isinstance(eos_id, int) else list(eos_id), dtype=torch.long, device=dev)
     ids = torch.full((B, max_tokens), int(eos[0]), dtype=torch.long, device=dev)  # (B, max_tokens)
     logp = torch.zeros(B, max_tokens, device=dev)
@@ -59,9 +64,13 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
     kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,
                 logits_to_keep=1, **{kw: cache})
-    pos = pos[:, -1]  # (b,) position of each live row's last token
+    logits = out.logits[:, -1, :]  # (P, V)
+    pos = pos[:, -1]  # (P,) position of each live row's last token
+    if repeats > 1:  # every prompt's cache, mask and position, copied for each of its samples: (P, .) -> (B, .)
+        cache.batch_repeat_interleave(repeats)
+        logits, mask, pos = (x.repeat_interleave(repeats, dim=0) for x in (logits, mask, pos))
     for t in range(max_tokens):
-        logits = out.logits[:, -1, :].float()  # (b, V)
+        logits = logits.float()  # (b, V)
         if temperature == 0:
             nxt = logits.argmax(-1)
             lp = torch.log_softmax(logits, -1)
@@ -86,4 +95,5 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=pos.unsqueeze(-1),
                     use_cache=True, **{kw: cache})
+        logits = out.logits[:, -1, :]
     return ids, logp, lengths

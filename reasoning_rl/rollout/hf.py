@@ -9,6 +9,8 @@ A completion ends at EOS (kept as its last token, finish "stop"), at a stop stri
 Sampling runs in `decode.sample`, which drops each row from the batch and the KV cache as it
 finishes; `generate` is used only when stop strings are asked for.
 
+A group's prompt is run through the model once and its KV cache copied for each sample.
+
 Not here: KV-cache reuse across groups, speculative decoding, multi-GPU (see vllm).
 """
 from __future__ import annotations
@@ -41,15 +43,16 @@ class HFEngine:
         rows = as_rows(prompts)
         tok = self.tokenizer
         tok.padding_side = "left"
-        flat = [(r, render_prompt(tok, r.prompt, sampling.chat)) for r in rows for _ in range(n)]
+        texts = [render_prompt(tok, r.prompt, sampling.chat) for r in rows]
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         was_training = self.model.training
         self.model.eval()
         samples: list[Sample] = []
+        per_batch = max(1, self.batch_size // n)  # prompts per batch: batch_size sequences, a group never split
         try:
-            for i in range(0, len(flat), self.batch_size):
-                samples.extend(self._batch([t for _, t in flat[i:i + self.batch_size]], sampling))
+            for i in range(0, len(texts), per_batch):
+                samples.extend(self._batch(texts[i:i + per_batch], n, sampling))
         finally:
             self.model.train(was_training)
         groups = []
@@ -57,10 +60,13 @@ class HFEngine:
             groups.append(Group(r.prompt_id, r.prompt, r.task, samples[k * n:(k + 1) * n]))
         return groups
 
-    def _batch(self, texts: list[str], s: SamplingConfig) -> list[Sample]:
+    def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:
+        """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py)."""
         import torch
 
         tok = self.tokenizer
+        if s.stop or not s.share_prefill:  # every sample a row of its own (generate's stop-string criteria need it)
+            texts, n = [t for t in texts for _ in range(n)], 1
         enc = tok(texts, return_tensors="pt", padding=True)
         greedy = s.temperature == 0
         kwargs = dict(max_new_tokens=s.max_tokens, do_sample=not greedy, pad_token_id=tok.pad_token_id,
@@ -73,7 +79,7 @@ class HFEngine:
         eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
         if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
             ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
-                                             eos, s.temperature, s.top_p, s.top_k)
+                                             eos, s.temperature, s.top_p, s.top_k, repeats=n)
             result = []
             for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
                 row, row_lp = row[:n], row_lp[:n]
