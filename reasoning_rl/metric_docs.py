@@ -120,6 +120,10 @@ METRICS: tuple[Metric, ...] = (
            "synchronous, what the previous update did not hide with max_staleness >= 1"),
     # evaluation
     Metric("eval/accuracy", "fraction", BOTH, "held-out accuracy, greedy, on eval.size prompts never trained on"),
+    Metric("eval/parseable", "fraction", BOTH, "held-out completions with an answer the outcome verifier could read "
+                                               "(the format part of eval/accuracy)"),
+    Metric("eval/accuracy_parseable", "fraction", BOTH, "held-out accuracy among completions with a parseable "
+                                                        "answer (the correctness part)"),
 )
 
 DOCUMENTED = frozenset(m.name for m in METRICS)

@@ -290,13 +290,24 @@ class Task:
 
     def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32) -> float:
         """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
+        return self.held_out(model, tokenizer, rows, pool, max_new_tokens)["accuracy"]
+
+    def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32
+                 ) -> dict[str, float]:
+        """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
+        `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
+        CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole) and `accuracy_parseable` (passes among those; 0 when there are none)."""
         from .evaluate import greedy_complete
+        from .types import Status
 
         if not rows:
             raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
         completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
-        verdicts = self.verify(self.outcome_reward(), rows, completions, pool=pool)
-        return sum(bool(v[self.outcome].passed) for v in verdicts) / len(rows)
+        verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
+        passed = sum(bool(v.passed) for v in verdicts)
+        parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
+        return {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
+                "accuracy_parseable": passed / parsed if parsed else 0.0}
 
     def describe(self, reward: verifiers.Reward) -> dict:
         """What a run records in task.json: how samples were checked and by which verifiers (reverify reads it)."""

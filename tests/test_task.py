@@ -245,7 +245,21 @@ def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
     assert task.evaluate(None, None, rows) == 0.0
 
 
-@pytest.mark.parametrize("name", ["gsm8k", "humaneval", "plugin_reward"])
+def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
+    """accuracy = parseable x accuracy among parseable: an empty box is a format failure, a wrong box is not."""
+    import reasoning_rl.evaluate as ev
+
+    task = Task.from_config(TaskConfig(num_train=10, num_test=6))
+    rows = task.test
+    a = [r["answer"] for r in rows]
+    outs = [f"\\boxed{{{a[0]}}}", f"\\boxed{{{a[1]}}}", f"\\boxed{{{int(a[2]) + 1}}}", "\\boxed{}", "I do not know.",
+            f"The answer is {a[5]}."]  # an empty box and a sentence with no answer are the format failures
+    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: outs)
+    got = task.held_out(None, None, rows)
+    assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4}
+
+
+@pytest.mark.parametrize("name", ["gsm8k", "gsm8k-2core", "humaneval", "plugin_reward"])
 def test_the_example_configs_are_valid(name):
     from reasoning_rl import config
     from reasoning_rl.configs import Config

@@ -42,6 +42,7 @@ from curricula import Ledger, make_sampler
 
 from ..archive import write_groups
 from ..configs import Config, RLConfig
+from ..device import resolve_threads
 from ..lora import maybe_lora, reference_of
 from ..models import load_policy, load_tokenizer
 from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
@@ -125,9 +126,11 @@ class Run:
     def logs(self) -> tuple[str, str]:
         return self.path("metrics.jsonl"), self.path("archive.jsonl")
 
-    def evaluate(self) -> float:
-        """Held-out greedy accuracy through the task's outcome verifier (the reward's own check)."""
-        return self.task.evaluate(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens)
+    def evaluate(self) -> dict[str, float]:
+        """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
+        eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
+        got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens)
+        return {f"eval/{k}": v for k, v in got.items()}
 
 
 def adamw(module, lr: float, warmup_steps: int):
@@ -138,7 +141,7 @@ def adamw(module, lr: float, warmup_steps: int):
 
 def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     rl: RLConfig = getattr(cfg, algo.name)
-    torch.set_num_threads(cfg.num_threads)
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
     if ranks.world > 1 and rl.max_staleness:
         raise ValueError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
@@ -164,7 +167,10 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     train_rows = task.train[:rl.train_prompts] if rl.train_prompts else task.train
     by_id = {r["prompt_id"]: r for r in train_rows}
     gen = cfg.generation
-    sampling = SamplingConfig(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens)
+    # the tiny model's prompts are a few characters: sharing their pass saves nothing, and its published trajectory
+    # was sampled without it (the float noise of another batch shape moves it after ~35 rounds)
+    sampling = SamplingConfig(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens,
+                              share_prefill=cfg.model.name_or_path != "tiny")
     rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), task, reward, pool, by_id,
                     random.Random(cfg.seed + 7919))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
@@ -209,12 +215,13 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
     elif run.ranks.main:
         open(run.logs[1], "w").close()
         acc = run.evaluate()
-        run.log(f"step 0: held-out accuracy {acc:.3f} ({len(run.evals)} prompts, greedy)")
+        run.log(f"step 0: held-out accuracy {acc['eval/accuracy']:.3f} ({len(run.evals)} prompts, greedy; "
+                f"{acc['eval/parseable']:.3f} with a parseable answer)")
     run.ranks.barrier()
     run.writer = MetricsWriter(run.cfg.output_dir, run.rl.steps, append=resume, description=algo.name) \
         if run.ranks.main else NullWriter()
     if acc is not None:
-        run.writer.write({"step": 0, "eval/accuracy": acc})
+        run.writer.write({"step": 0, **acc})
     return start
 
 
@@ -344,7 +351,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         for step in range(first, rl.steps + 1):
             m = _round(run, algo, step, tally)
             if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
-                m["eval/accuracy"] = run.evaluate()
+                m.update(run.evaluate())
                 m.update(run.monitors.heldout(m, len(run.evals)))
             alerts = run.monitors.pop_alerts()
             run.history.append(m)
