@@ -19,7 +19,8 @@ start mixes the two kinds (`sft.worked_fraction`); which one pays is for RL to f
 prompt text, so a prompt is in the train split or the held-out split, never both, for
 any seed and any sizes. Same seed, same rows.
 
-Not here: natural-language word problems, or reasoning-gym (its generators need
+Word problems (word_add, word_sub, word_mul, word_two) are in tiny/word_tasks.py; they are for a real
+model, not the tiny one. Not here: reasoning-gym (its generators need
 downloads of their own for some families; these four are all the demo needs).
 """
 from __future__ import annotations
@@ -32,9 +33,12 @@ from ..config import ConfigError
 from ..configs import TaskConfig
 from .code_tasks import make_code_rows
 from .split import split_rows
+from .word_tasks import FAMILIES as WORD_FAMILIES
 from ..registry import Registry
 
 FAMILIES: Registry[Callable[[random.Random, int], tuple[str, int]]] = Registry("task family")
+for _name, _fn in WORD_FAMILIES.items():  # word problems of one or two steps (tiny/word_tasks.py)
+    FAMILIES.add(_name, _fn)
 
 
 def _operand(rng: random.Random, max_digits: int) -> int:
