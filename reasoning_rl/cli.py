@@ -175,12 +175,17 @@ def cmd_train_dpo(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    from .demo import REAL_DEMOS, run_demo, run_real_demo
+
+    if args.model:
+        if args.model not in REAL_DEMOS:
+            raise UserError(f"demo --model: value {args.model!r} has no demo (choose from {sorted(REAL_DEMOS)}); "
+                            "train your own model with `reasoning-rl train grpo --set model.name_or_path=...`")
+        args.overrides = [*REAL_DEMOS[args.model], *args.overrides]
     cfg = load_config(args)
     check_model(cfg)
     cfg = claim_output_dir(cfg, args, "demo")
-    from .demo import run_demo
-
-    run_demo(cfg)
+    (run_real_demo if args.model else run_demo)(cfg)
     return 0
 
 
@@ -252,14 +257,20 @@ def _add_data_commands(sub) -> None:
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_pairs)
 
-    p = cmd(sub, "eval", "pass@1, pass@k (unbiased) and maj@k on held-out prompts",
+    p = cmd(sub, "eval", "avg@n, pass@k (unbiased), maj@k and greedy accuracy with standard errors on held-out "
+                         "prompts; every sample and its verdict written to OUTPUT_DIR/archive.jsonl",
              "reasoning-rl eval --set model.name_or_path=runs/g1/final -n 8")
     add_config_args(p)
     add_task_args(p, verifier=True)
     add_split_arg(p, "test")
+    add_run_dir_args(p, resume=False)
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
-    p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (k ranges over powers of two <= n)")
-    p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
+    p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (k ranges over powers of two <= n; "
+                                                              "1 at temperature 0)")
+    p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy: one "
+                                                                         "generation per prompt)")
+    p.add_argument("--no-greedy", action="store_true", help="skip the extra greedy completion per prompt that a "
+                                                            "temperature above 0 otherwise adds")
     p.set_defaults(func=cmd_eval)
 
 
@@ -318,9 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_data_commands(sub)
     _add_train_commands(sub)
-    p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot",
-             "reasoning-rl demo --set grpo.steps=30")
+    p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot. With "
+                         "--model, GRPO of a real chat model on word problems, sized for a 2-core CPU",
+             "reasoning-rl demo --model smollm2-135m-instruct")
     add_config_args(p)
+    p.add_argument("--model", metavar="NAME", help="a real model's demo (smollm2-135m-instruct: about 15 minutes on "
+                                                   "2 cores); its knobs apply over --config, under --set")
     add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
     return ap

@@ -125,24 +125,42 @@ def cmd_pairs(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    cfg = load_config(args)
-    from .curate import sample_verified
-    from .evaluate import evaluate_sampled
+    import dataclasses
+    import os
+
+    from .archive import write_groups
+    from .cli_args import claim_output_dir
+    from .evaluate import run_eval
     from .models import load_policy
     from .rollout import SamplingConfig
 
+    cfg = load_config(args)
     task, rows = load_task(cfg, args.split, args.limit)  # the held-out split (a file without one: its hash share)
+    cfg = claim_output_dir(cfg, args, "eval")
+    os.makedirs(cfg.output_dir, exist_ok=True)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    groups = sample_verified(model, tok, task, rows, args.n, SamplingConfig(
-        temperature=args.temperature, max_tokens=cfg.generation.max_tokens, seed=cfg.seed), log=lambda *_: None)
-    ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64) if k <= args.n)
-    outcome = task.outcome
-    res = evaluate_sampled(groups, outcome, ks, answer_key=task.answer_key)
-    res["greedy"] = task.evaluate(model, tok, rows, max_new_tokens=cfg.generation.max_tokens)
-    print(json.dumps({"prompts": len(rows), "samples_per_prompt": args.n, "verifier": outcome,
-                      **{k: round(v, 4) for k, v in res.items()}}))
+    sampling = SamplingConfig(temperature=args.temperature, max_tokens=cfg.generation.max_tokens, seed=cfg.seed)
+    res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy)
+    reward = task.outcome_reward()
+    with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:
+        write_groups(f, res.groups, step=0, provenance=_provenance(task, reward))
+    with open(os.path.join(cfg.output_dir, "task.json"), "w") as f:
+        json.dump(task.describe(reward), f, indent=1)
+    summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
+               "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
+               "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
+               **{k: round(v, 4) for k, v in res.metrics.items()}}
+    with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
+        json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
+    print(json.dumps(summary))
+    print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})")
     return 0
+
+
+def _provenance(task, reward) -> dict:
+    return {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]}
+            for t in task.describe(reward)["terms"]}
 
 
 def cmd_task_check(args) -> int:

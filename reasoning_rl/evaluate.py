@@ -5,6 +5,9 @@ scores greedy completions with the task's outcome verifier, the same check the r
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
     from .rollout import decode
@@ -51,23 +54,90 @@ def majority_correct(answers: list[str | None], passed: list[bool | None]) -> bo
     return any(p for a, p in zip(answers, passed) if a == winner)
 
 
-def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambda text: text.strip()) -> dict[str, float]:
-    """pass@1, pass@k (unbiased) and maj@k over verified groups; masked samples are left out.
-    maj@k votes on `answer_key(text)` (the task's: a math verifier's extracted answer, else the text itself)."""
-    def answer(s):
-        return answer_key(s.text)
-
-    out: dict[str, list[float]] = {}
+def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambda text: text.strip()
+                     ) -> dict[str, float]:
+    """avg@n, pass@k (unbiased), maj@k and the truncated share over verified groups, each a mean over prompts with
+    its standard error (key + "_se"); masked samples are left out. avg@n is the mean accuracy over a prompt's
+    samples (pass@1 is the same number, kept under both names). maj@k votes on `answer_key(text)` (the task's: a
+    math verifier's extracted answer, else the text itself)."""
+    per: dict[str, list[float]] = {}
+    n_max = max((len(g.samples) for g in groups), default=0)
     for g in groups:
         scored = [(s, s.outcome(outcome)) for s in g.samples if s.outcome(outcome) is not None]
+        per.setdefault("truncated", []).extend(float(s.finish_reason == "length") for s in g.samples)
         n, c = len(scored), sum(o for _, o in scored)
         if n == 0:
             continue
-        out.setdefault("pass@1", []).append(c / n)
+        per.setdefault(f"avg@{n_max}", []).append(c / n)
+        per.setdefault("pass@1", []).append(c / n)
         for k in ks:
             if k <= n:
-                out.setdefault(f"pass@{k}", []).append(pass_at_k(n, c, k))
+                per.setdefault(f"pass@{k}", []).append(pass_at_k(n, c, k))
                 head = scored[:k]
-                out.setdefault(f"maj@{k}", []).append(float(majority_correct(
-                    [answer(s) for s, _ in head], [o for _, o in head])))
-    return {k: sum(v) / len(v) for k, v in out.items()}
+                per.setdefault(f"maj@{k}", []).append(float(majority_correct(
+                    [answer_key(s.text) for s, _ in head], [o for _, o in head])))
+    out: dict[str, float] = {}
+    for key, xs in per.items():
+        out[key], out[key + "_se"] = mean_se(xs)
+    return out
+
+
+def mean_se(xs: list[float]) -> tuple[float, float]:
+    """The mean and its standard error, sqrt(var / n) with the unbiased variance (0 for fewer than two values)."""
+    n = len(xs)
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
+    return m, (var / n) ** 0.5
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What `run_eval` measured: the metrics (with standard errors), and the verified groups it scored."""
+    metrics: dict[str, float]
+    groups: list
+    seconds: float
+
+
+def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, chunk: int = 16, pool=None,
+             progress: bool = True) -> EvalResult:
+    """Sample n completions per row (in chunks of `chunk` prompts, a progress bar with its ETA on stderr), verify
+    each with the task's outcome verifier, and score them; with `greedy` and a temperature above 0, also one greedy
+    completion per row (`greedy` metric). At temperature 0 the samples are the greedy completions: one generation,
+    n forced to 1, reported as both avg@1 and greedy."""
+    import sys
+    import time
+
+    from tqdm import tqdm
+
+    from .curate import sample_verified
+
+    if sampling.temperature == 0:
+        n = 1
+    ks = tuple(k for k in (1, 2, 4, 8, 16, 32, 64, 128) if k <= n)
+    t0 = time.time()
+    groups, greedy_groups = [], []
+    bar = tqdm(total=len(rows), desc="eval", unit="prompt", file=sys.stderr, disable=not progress)
+    greedy_sampling = dataclasses.replace(sampling, temperature=0.0)
+    for i in range(0, len(rows), chunk):
+        part = rows[i:i + chunk]
+        got = sample_verified(model, tok, task, part, n, sampling, batch_prompts=chunk, log=lambda *_: None,
+                              pool=pool)
+        groups.extend(got)
+        if greedy and sampling.temperature > 0:
+            greedy_groups.extend(sample_verified(model, tok, task, part, 1, greedy_sampling, batch_prompts=chunk,
+                                                 log=lambda *_: None, pool=pool))
+        bar.update(len(part))
+    bar.close()
+    metrics = evaluate_sampled(groups, task.outcome, ks, answer_key=task.answer_key)
+    if greedy:
+        scored = greedy_groups or groups
+        metrics["greedy"], metrics["greedy_se"] = mean_se(
+            [float(bool(g.samples[0].outcome(task.outcome))) for g in scored])
+    return EvalResult(metrics, groups + [_as_greedy(g) for g in greedy_groups], time.time() - t0)
+
+
+def _as_greedy(g):
+    """A greedy group archived beside the sampled ones: its prompt id marked, so pass@k never mixes the two."""
+    from .types import Group
+
+    return Group(f"{g.prompt_id}#greedy", g.prompt, dict(g.task, decoding="greedy"), g.samples)

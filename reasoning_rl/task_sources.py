@@ -98,7 +98,13 @@ def _from_hub(name: str, config: str, split: str) -> list[dict]:
 
 
 def load_split_rows(source: str, config: str, split: str) -> list[dict]:
-    """The rows of one named split of `source` (a file is the single split "train")."""
+    """The rows of one named split of `source` (a file is the single split "train"), or of a file named as the
+    split itself (GSM8K ships train.jsonl and test.jsonl: tasks.source=train.jsonl, tasks.test_split=test.jsonl)."""
+    if split not in ("train", "test", "validation") and split.endswith(FILE_SUFFIXES):
+        path = os.path.expanduser(split)
+        if not os.path.isfile(path):
+            raise UserError(f"tasks: split {split!r} names a file, and there is no such file")
+        return read_rows(path)
     if _looks_like_file(source):
         path = os.path.expanduser(source)
         if not os.path.exists(path):
