@@ -1,13 +1,19 @@
 """Our GRPO trainer against TRL's `GRPOTrainer` (use_vllm=False), side by side in one run.
 
-Both start from the same tiny SFT checkpoint and train on the same prompts, with the same
-reward (the `math` verifier: 1 for a correct final answer), group size, prompts per step,
-completion length, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one iteration)
-and number of steps, each with one torch thread. Printed: seconds per step for each
-(median over the steps after the first), their ratio, both reward curves, and the peak
-memory of one of our training steps against the model + optimiser + activations estimate.
+Both start from the same checkpoint and train on the same prompts, with the same reward (the
+`math` verifier: 1 for a correct final answer), group size, prompts per step, completion
+length, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one iteration) and number of
+steps, with the same torch threads. Printed: seconds per step for each (median over the steps
+after the first), their ratio, both reward curves, and the peak memory of one of our training
+steps against the model + optimiser + activations estimate.
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8] [--seed 0]
+    .venv/bin/python bench/grpo_vs_trl.py --model smollm2-135m-instruct --steps 4 --prompts 2 --group 4 \
+        --max-tokens 48 --lr 1e-5
+
+--model tiny (the default): the tiny SFT checkpoint on the embedded arithmetic, one thread each.
+A real model (smollm2-135m-instruct): word problems (tiny/word_tasks.py) through its chat template
+(TRL applies the same template to conversational prompts), every core for each.
 
 Not here: any claim about held-out accuracy (the demo measures that); TRL with vLLM.
 """
@@ -25,7 +31,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-COMMON = dict(lr=1e-4, eps_low=0.2, eps_high=0.28, temperature=1.0)
+COMMON = dict(eps_low=0.2, eps_high=0.28, temperature=1.0)
+WORD = ["tasks.families=[word_add, word_sub, word_mul, word_two]", "tasks.max_digits=1"]
+INSTRUCTION = "Put the final answer in \\boxed{}."
 
 
 def math_reward(completions, answer, **_):
@@ -51,13 +59,17 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
     tok = AutoTokenizer.from_pretrained(ckpt)
     args = GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
                       steps_per_generation=1, gradient_accumulation_steps=1, max_steps=a.steps,
-                      max_completion_length=a.max_tokens, learning_rate=COMMON["lr"], lr_scheduler_type="constant",
+                      max_completion_length=a.max_tokens, learning_rate=a.lr, lr_scheduler_type="constant",
                       warmup_steps=0, loss_type="dapo", beta=0.0, epsilon=COMMON["eps_low"],
                       epsilon_high=COMMON["eps_high"], temperature=COMMON["temperature"], top_p=1.0,
                       scale_rewards="group", num_iterations=1, logging_steps=1, save_strategy="no", report_to="none",
                       use_cpu=True, bf16=False, seed=a.seed, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
                       shuffle_dataset=True)
-    ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+    if a.model == "tiny":
+        ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+    else:  # conversational prompts: TRL renders them with the model's chat template, as our task does
+        ds = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{r['prompt']}\n{INSTRUCTION}"}],
+                                 "answer": r["answer"]} for r in rows])
     trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward, args=args, train_dataset=ds, processing_class=tok,
                           callbacks=[Clock()])
     trainer.train()
@@ -70,10 +82,11 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     from reasoning_rl.configs import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
-    cfg = config.load(Config, overrides=[
+    real = [] if a.model == "tiny" else [*WORD, f"tasks.instruction={INSTRUCTION}", f"num_threads={a.threads}"]
+    cfg = config.load(Config, overrides=[*real,
         f"output_dir={out}", f"model.name_or_path={ckpt}", f"seed={a.seed}", f"grpo.steps={a.steps}",
         f"grpo.prompts_per_step={a.prompts}",
-        f"grpo.group_size={a.group}", f"generation.max_tokens={a.max_tokens}", f"grpo.lr={COMMON['lr']}",
+        f"grpo.group_size={a.group}", f"generation.max_tokens={a.max_tokens}", f"grpo.lr={a.lr}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
         f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
         f"grpo.eval_every={a.steps + 1}", "eval.size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1"])
@@ -101,14 +114,16 @@ def measure_memory(a) -> None:
     import transformers.models.llama.modeling_llama  # noqa: F401  (imports are not the step's memory)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
 
-    torch.set_num_threads(1)
-    cfg = config.load(Config)
-    build_sft_checkpoint(cfg)  # cached by the parent; only its path is needed here
+    torch.set_num_threads(a.threads)
+    cfg = config.load(Config, overrides=[f"model.name_or_path={a.model}"])
+    if a.model == "tiny":
+        build_sft_checkpoint(cfg)  # cached by the parent; only its path is needed here
     base = rss_mib()
     model, tok = load_policy(cfg, log=lambda *_: None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     n = a.prompts * a.group
-    P, T = 8, a.max_tokens  # prompt tokens ("12+34=" + BOS, padded), completion tokens
+    # prompt tokens ("12+34=" + BOS, padded; a word problem in the chat template), completion tokens
+    P, T = (8 if a.model == "tiny" else 72), a.max_tokens
     p_ids = torch.randint(4, 60, (n, P))
     c_ids = torch.randint(4, 60, (n, T))
     ones = torch.ones(n, T)
@@ -136,29 +151,41 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=8, help="samples per prompt (G)")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0, help="sampling/shuffle seed of both trainers (the SFT start is fixed)")
+    ap.add_argument("--model", default="tiny", help="tiny, or a named real model (smollm2-135m-instruct)")
+    ap.add_argument("--lr", type=float, default=1e-4, help="learning rate of both (full fine-tuning)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = 1 for tiny, every core else)")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    from reasoning_rl.device import resolve_threads
+
+    a.threads = resolve_threads(a.threads, a.model)
     if a.memory_child:
         return measure_memory(a)
     import torch
 
-    from reasoning_rl import config
+    from reasoning_rl import config, model_sources
     from reasoning_rl.configs import Config
     from reasoning_rl.sft import build_sft_checkpoint
     from reasoning_rl.tiny.tasks import make_rows
 
-    torch.set_num_threads(1)
-    cfg = config.load(Config)
-    ckpt = build_sft_checkpoint(cfg)
+    torch.set_num_threads(a.threads)
+    if a.model == "tiny":
+        cfg = config.load(Config)
+        ckpt = build_sft_checkpoint(cfg)
+    else:
+        cfg = config.load(Config, overrides=[f"model.name_or_path={a.model}", *WORD])
+        ckpt = model_sources.resolve(a.model)
     train_rows, _ = make_rows(cfg.tasks)
     with tempfile.TemporaryDirectory() as tmp:
         t_ours, r_ours = run_ours(ckpt, a, os.path.join(tmp, "ours"))
         t_trl, r_trl = run_trl(ckpt, train_rows, a, os.path.join(tmp, "trl"))
     mem = json.loads(subprocess.run([sys.executable, __file__, "--memory-child", "--prompts", str(a.prompts),
-                                     "--group", str(a.group), "--max-tokens", str(a.max_tokens)],
+                                     "--group", str(a.group), "--max-tokens", str(a.max_tokens), "--model", a.model,
+                                     "--threads", str(a.threads)],
                                     capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
     med_ours, med_trl = statistics.median(t_ours[1:]), statistics.median(t_trl[1:])
-    print(f"\nGRPO, {a.steps} steps of {a.prompts} prompts x {a.group} samples, <= {a.max_tokens} tokens, 1 thread each")
+    print(f"\nGRPO of {a.model}, {a.steps} steps of {a.prompts} prompts x {a.group} samples, <= {a.max_tokens} tokens, "
+          f"{a.threads} threads each")
     print(f"{'step':>4} {'ours s':>8} {'trl s':>8} {'ours reward':>12} {'trl reward':>11}")
     for i in range(a.steps):
         print(f"{i + 1:>4} {t_ours[i]:>8.2f} {t_trl[i]:>8.2f} {r_ours[i]:>12.3f} {r_trl[i]:>11.3f}")

@@ -1,0 +1,120 @@
+"""Generation speed on the real model (SmolLM2-135M-Instruct): the `hf` engine against `transformers.generate`,
+and both against the bounds this machine sets, measured in the same run.
+
+    .venv/bin/python bench/generation_real.py [--prompts 8] [--n 4] [--tokens 64] [--threads 0] [--repeats 2]
+
+Both engines get the same prompts (word problems through the chat template), the same batch (prompts x n
+samples), temperature 1, the same max tokens and end tokens. Tokens are counted up to and including each
+sample's end-of-turn token; `generate` keeps computing finished rows until the last one ends, the `hf`
+engine drops them (rollout/decode.py) and runs each prompt once for its n samples.
+
+The bounds, from this run's own measurements:
+- memory: a decode step reads every weight once; step >= weight bytes / copy bandwidth (a large tensor
+  copy, bytes read + written per second), so tokens/s <= batch x bandwidth / weight bytes;
+- compute: a token costs 2 x parameters FLOPs (attention left out); tokens/s <= matmul FLOP/s / (2 x
+  parameters), with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul.
+The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
+Not here: vLLM (its CPU build lives in .venv-vllm, `make vllm-env`; bench/rollouts.py compares it on the tiny
+model), prompts of other lengths.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def copy_bandwidth(torch, mb: int = 256, rounds: int = 5) -> float:
+    """Bytes per second moved by a large float32 copy (each byte read once and written once)."""
+    src = torch.randn(mb * 2**20 // 4)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        dst.copy_(src)
+    return 2 * src.numel() * 4 * rounds / (time.perf_counter() - t)
+
+
+def matmul_flops(torch, batch: int, hidden: int, rounds: int = 50) -> float:
+    x, w = torch.randn(batch, hidden), torch.randn(hidden, 4 * hidden)
+    x @ w
+    t = time.perf_counter()
+    for _ in range(rounds):
+        x @ w
+    return 2 * batch * hidden * 4 * hidden * rounds / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=0, help="0 = every core")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per engine, alternating; the best counts")
+    a = ap.parse_args()
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.device import resolve_threads
+    from reasoning_rl.models import load_policy
+    from reasoning_rl.rollout import HFEngine, SamplingConfig
+    from reasoning_rl.rollout.base import stop_ids
+    from reasoning_rl.tiny.tasks import make_rows
+
+    cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"num_threads={a.threads}",
+                                     "tasks.families=[word_add, word_sub, word_mul, word_two]", "tasks.max_digits=1"])
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    model, tok = load_policy(cfg, log=lambda *_: None)
+    rows = make_rows(cfg.tasks)[0][:a.prompts]
+    prompts = [tok.apply_chat_template([{"role": "user", "content": r["prompt"] + "\nPut the final answer in "
+                                         "\\boxed{}."}], tokenize=False, add_generation_prompt=True) for r in rows]
+    ends = stop_ids(model, tok)
+    batch = a.prompts * a.n
+    params = sum(p.numel() for p in model.parameters())
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def hf() -> int:
+        groups = HFEngine(model, tok).generate(prompts, a.n, SamplingConfig(temperature=1.0, max_tokens=a.tokens,
+                                                                            seed=0))
+        return sum(len(s.token_ids) for g in groups for s in g.samples)
+
+    def generate() -> int:
+        tok.padding_side = "left"
+        enc = tok([p for p in prompts for _ in range(a.n)], return_tensors="pt", padding=True)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = model.generate(**enc, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                                 max_new_tokens=a.tokens, eos_token_id=ends, pad_token_id=tok.pad_token_id)
+        n = 0
+        for row in out[:, enc["input_ids"].shape[1]:].tolist():
+            cut = next((i + 1 for i, t in enumerate(row) if t in ends), len(row))
+            n += cut
+        return n
+
+    best: dict[str, float] = {}
+    for _ in range(a.repeats):
+        for name, fn in (("hf engine", hf), ("transformers.generate", generate)):
+            t = time.perf_counter()
+            n = fn()
+            best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
+    bw = copy_bandwidth(torch)
+    flops = matmul_flops(torch, batch, model.config.hidden_size)
+    mem_bound = batch * bw / weight_bytes
+    compute_bound = flops / (2 * params)
+    bound = min(mem_bound, compute_bound)
+    print(f"model: {params / 1e6:.1f} M parameters, {weight_bytes / 2**20:.0f} MiB of weights ({model.dtype}); "
+          f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens")
+    print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
+          f"{flops / 1e9:.0f} GFLOP/s matmul -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
+    for name, rate in best.items():
+        print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound")
+    print(f"ratio hf engine / transformers.generate: {best['hf engine'] / best['transformers.generate']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
