@@ -23,7 +23,7 @@ Token-level estimators:
              Schulman et al. 2016 (arXiv:1506.02438); a blocked discounted reverse cumsum (matmuls),
              vectorised over B and T.
     process  step rewards normalised over the group's steps, A_{i,t} = sum_{k: t <= t_{i,k}} r~_{i,k}
-             (DeepSeekMath §4.1.3)
+             (DeepSeekMath, section 4.1.3)
 
 Not here: losses (losses.py) or anything that touches a model.
 """

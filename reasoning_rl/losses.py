@@ -18,7 +18,7 @@ prompt/padding. Every policy-type loss returns `LossOut(loss, metrics)`: a scala
 KL estimators (Schulman 2020, "Approximating KL divergence"), log r = logp - logp_ref:
     k1 = log r,  k2 = (log r)^2 / 2,  k3 = u - log u - 1 with u = pi_ref / pi_theta.
 
-Aggregations over tokens (§6): token_mean (DAPO), seq_mean_token_mean (GRPO),
+Aggregations over tokens (docs/algorithms.md §aggregation): token_mean (DAPO), seq_mean_token_mean (GRPO),
 seq_mean_token_sum_norm (Dr. GRPO, divides each sequence's sum by a constant).
 
 Not here: computing log-probs from a model (logprobs.py) or advantages (advantages.py).
@@ -44,7 +44,7 @@ class LossOut:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- aggregation (§6)
+# ---------------------------------------------------------------- aggregation (docs/algorithms.md §aggregation)
 @AGGREGATIONS.register("token_mean")
 def token_mean(x: torch.Tensor, mask: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
     """sum over all response tokens of the batch / their number. (B, T) -> ()"""
@@ -76,7 +76,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     return token_mean(x.detach(), mask).item()
 
 
-# ---------------------------------------------------------------- KL estimators (§5)
+# ---------------------------------------------------------------- KL estimators (docs/algorithms.md §kl)
 def masked_nll(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean negative log-likelihood of `target` over the masked positions (docs/algorithms.md §sft):
     L = -sum_t m_t log softmax(logits_t)[y_t] / sum_t m_t.  logits (B, T, V), target (B, T), mask (B, T) -> ()"""
@@ -146,7 +146,7 @@ def kl_in_reward(token_rewards: torch.Tensor, logp_old: torch.Tensor, logp_ref: 
     return (token_rewards - beta * (logp_old - logp_ref)) * mask.to(token_rewards.dtype)
 
 
-# ---------------------------------------------------------------- policy losses (§3)
+# ---------------------------------------------------------------- policy losses (docs/algorithms.md §ppo-clip)
 @LOSSES.register("ppo_clip")
 def ppo_clip(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *,
              eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None,
@@ -300,7 +300,7 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, agg: str = "toke
     return LossOut(-h, {"entropy": h.item()})
 
 
-# ---------------------------------------------------------------- preference losses (§8)
+# ---------------------------------------------------------------- preference losses (docs/algorithms.md §dpo)
 def _dpo_metrics(beta: float, chosen_logratio: torch.Tensor, rejected_logratio: torch.Tensor) -> dict[str, float]:
     r_w, r_l = beta * chosen_logratio.detach(), beta * rejected_logratio.detach()
     return {"rewards/chosen": r_w.mean().item(), "rewards/rejected": r_l.mean().item(),

@@ -162,7 +162,7 @@ def test_p_mixed_matches_simulation(p, G):
         p_mixed(1.5, G)
 
 
-# ---------------------------------------------------------------- GAE (§4)
+# ---------------------------------------------------------------- GAE (docs/algorithms.md §gae)
 @st.composite
 def token_batches(draw):
     B = draw(st.integers(1, 4))
@@ -220,7 +220,7 @@ def test_gae_shape_mismatch_is_an_error():
         gae(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
 
 
-# ---------------------------------------------------------------- process supervision (§7)
+# ---------------------------------------------------------------- process supervision (docs/algorithms.md §process)
 def test_process_advantages_worked_example():
     # one group of 2 samples; sample 0 has steps ending at tokens 1 and 3, sample 1 one step ending at 2
     step_rewards = torch.tensor([[[1.0, 0.0], [0.5, 0.0]]])

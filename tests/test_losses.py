@@ -16,7 +16,7 @@ from reasoning_rl.losses import (AGGREGATIONS, KL_ESTIMATORS, bradley_terry, dpo
 pytestmark = pytest.mark.usefixtures("float64")  # exact-arithmetic checks
 
 
-# ---------------------------------------------------------------- PPO clip (§3)
+# ---------------------------------------------------------------- PPO clip (docs/algorithms.md §ppo-clip)
 @given(B=st.integers(1, 4), T=st.integers(1, 6), seed=st.integers(0, 10**6))
 @settings(max_examples=40, deadline=None)
 def test_gradient_at_ratio_one_is_plain_policy_gradient(B, T, seed):
@@ -126,7 +126,7 @@ def test_entropy_matches_definition():
     assert out.loss.item() == pytest.approx(-out.metrics["entropy"])
 
 
-# ---------------------------------------------------------------- KL estimators (§5)
+# ---------------------------------------------------------------- KL estimators (docs/algorithms.md §kl)
 @given(a=st.floats(-20, 0), b=st.floats(-20, 0))
 @settings(max_examples=200, deadline=None)
 @example(a=-1.6475819258762353e-09, b=0.0)  # exp(x) - x - 1 gave -1.1e-16 here
@@ -148,7 +148,7 @@ def test_k1_and_k3_expectations_equal_the_exact_kl(seed, K):
     assert k2.item() >= 0
 
 
-# ---------------------------------------------------------------- aggregation (§6)
+# ---------------------------------------------------------------- aggregation (docs/algorithms.md §aggregation)
 @given(B=st.integers(1, 5), T=st.integers(1, 9), seed=st.integers(0, 10**6), extra=st.integers(0, 5))
 @settings(max_examples=50, deadline=None)
 def test_aggregations_agree_up_to_the_constant_with_equal_lengths(B, T, seed, extra):
@@ -172,7 +172,7 @@ def test_aggregations_differ_with_unequal_lengths():
         AGGREGATIONS.get("seq_mean_token_sum_norm")(x, mask)
 
 
-# ---------------------------------------------------------------- DPO (§8)
+# ---------------------------------------------------------------- DPO (docs/algorithms.md §dpo)
 @given(lw=st.floats(-50, 0), ll=st.floats(-50, 0), beta=st.floats(0.01, 5))
 @settings(max_examples=50, deadline=None)
 def test_dpo_is_log2_when_policy_equals_reference(lw, ll, beta):
