@@ -6,6 +6,7 @@ verifier is one line before any model loads. Not here: the parser (cli.py), the 
 from __future__ import annotations
 
 import json
+import sys
 
 from .cli_args import load_config, load_task, set_threads as _set_threads
 from .errors import UserError
@@ -154,7 +155,8 @@ def cmd_eval(args) -> int:
     with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
         json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
     print(json.dumps(summary))
-    print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})")
+    print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
+          file=sys.stderr)
     return 0
 
 

@@ -207,7 +207,11 @@ class RLConfig:
     max_refill_rounds: int = knob(2, "extra generation rounds to refill a filtered batch", min=0)
     retire_after: int = knob(0, "retire a prompt after this many all-pass groups in a row (0 = never)", min=0)
     train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
-    eval_every: int = knob(10, "held-out greedy accuracy every N steps (eval.size prompts); TRL eval_steps", min=1)
+    eval_every: int = knob(10, "held-out greedy accuracy every N steps (eval.size prompts; 0 = no periodic "
+                               "evaluation); TRL eval_steps. Each evaluation costs eval.size greedy completions: on a "
+                               "CPU with a real model that is minutes, often more than a round", min=0)
+    eval_at_start: bool = knob(True, "evaluate held-out accuracy before the first round (step 0)")
+    eval_at_end: bool = knob(True, "evaluate held-out accuracy after the last round, whatever eval_every says")
     checkpoint_every: int = knob(25, "save a resumable checkpoint every N steps (0 = only the final model); TRL "
                                      "save_steps", min=0)
     verifier_workers: int = knob(2, "verifier worker processes", min=1)

@@ -84,11 +84,18 @@ def run_real_demo(cfg: Config, log=print) -> dict:
     def pct(p: float) -> str:
         return f"{p:.3f} +- {(p * (1 - p) / n) ** 0.5:.3f}"
 
-    out = {k: (first[f"eval/{k}"], last[f"eval/{k}"]) for k in ("accuracy", "parseable", "accuracy_parseable")}
+    keys = ("accuracy", "parseable", "accuracy_parseable", "stated", "accuracy_stated")
+    out = {k: (first[f"eval/{k}"], last[f"eval/{k}"]) for k in keys if f"eval/{k}" in first and f"eval/{k}" in last}
     a0, a1 = out["accuracy"]
+
+    def change(k: str) -> str:
+        return f"{out[k][0]:.3f} -> {out[k][1]:.3f}"
+
     log(f"== held-out accuracy ({n} prompts, greedy): {pct(a0)} -> {pct(a1)} ({100 * (a1 - a0):+.1f} points)")
-    log(f"   format: a parseable answer {out['parseable'][0]:.3f} -> {out['parseable'][1]:.3f}; correctness: accuracy "
-        f"among parseable answers {out['accuracy_parseable'][0]:.3f} -> {out['accuracy_parseable'][1]:.3f}")
+    log(f"   format: an answer the verifier reads {change('parseable')}" + (
+        f", an answer stated as one (a box, an answer phrase) {change('stated')}" if "stated" in out else ""))
+    log(f"   correctness: accuracy among readable answers {change('accuracy_parseable')}" + (
+        f", among stated answers {change('accuracy_stated')}" if "stated" in out else ""))
     log(f"== {time.time() - t0:.0f} s in all (load included); plot {png}")
     return {"before": {k: v[0] for k, v in out.items()}, "after": {k: v[1] for k, v in out.items()},
             "seconds": time.time() - t0, "plot": png}

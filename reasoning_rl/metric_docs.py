@@ -124,6 +124,10 @@ METRICS: tuple[Metric, ...] = (
                                                "(the format part of eval/accuracy)"),
     Metric("eval/accuracy_parseable", "fraction", BOTH, "held-out accuracy among completions with a parseable "
                                                         "answer (the correctness part)"),
+    Metric("eval/stated", "fraction", BOTH, "held-out completions that state their final answer in an answer form "
+                                            "(a box, ####, an answer phrase; the math verifier's states_answer), "
+                                            "not read into them by a fallback such as the last number"),
+    Metric("eval/accuracy_stated", "fraction", BOTH, "held-out accuracy among completions that state their answer"),
 )
 
 DOCUMENTED = frozenset(m.name for m in METRICS)

@@ -296,7 +296,10 @@ class Task:
                  ) -> dict[str, float]:
         """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
         `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
-        CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole) and `accuracy_parseable` (passes among those; 0 when there are none)."""
+        CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole and falls
+        back to the last number), and where the outcome verifier can tell (`states_answer`, the math verifier's),
+        `stated` (completions that state their answer in an answer form: a box, ####, "the answer is", ...) and
+        `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none)."""
         from .evaluate import greedy_complete
         from .types import Status
 
@@ -306,8 +309,15 @@ class Task:
         verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
         passed = sum(bool(v.passed) for v in verdicts)
         parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
-        return {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
-                "accuracy_parseable": passed / parsed if parsed else 0.0}
+        out = {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
+               "accuracy_parseable": passed / parsed if parsed else 0.0}
+        states = getattr(verifiers.get(self.outcome), "states_answer", None)
+        if states is not None:  # the math verifier: did the completion state its answer, or was one read into it?
+            stated = [states(self.checked_text(r, c)) for r, c in zip(rows, completions)]
+            n = sum(stated)
+            out.update(stated=n / len(rows),
+                       accuracy_stated=sum(bool(v.passed) for v, s in zip(verdicts, stated) if s) / n if n else 0.0)
+        return out
 
     def describe(self, reward: verifiers.Reward) -> dict:
         """What a run records in task.json: how samples were checked and by which verifiers (reverify reads it)."""

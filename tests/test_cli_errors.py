@@ -72,6 +72,9 @@ CASES = [
     (["eval", "--set", "model.name_or_path=nobody/no-model", "--dataset", "{ok}"], "model.name_or_path: 'nobody/no-model'"),
     (["eval", "--set", "model.name_or_path={dir}", "--dataset", "{ok}"], "holds no config.json"),
     (["train", "grpo", "--set", "model.name_or_path=/no/such/dir", "--set", "output_dir={dir}/r0"], "model.name_or_path"),
+    (["eval", "--set", "model.name_or_path={dir}/m.gguf", "--dataset", "{ok}"], "ends in .gguf but is not a file"),
+    (["eval", "--set", "model.gguf_file=m.gguf", "--dataset", "{ok}"], "model.gguf_file: value 'm.gguf' needs"),
+    (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
     # runs
     (["train", "grpo", "--resume", "--set", "output_dir={dir}/no_run"], "holds no checkpoint"),
     (["train", "ppo", "--resume"], "--resume needs the run to continue"),

@@ -41,6 +41,49 @@ def test_evaluate_sampled_leaves_masked_samples_out():
     assert res["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
 
 
+def test_evaluate_sampled_reports_avg_at_n_with_standard_errors():
+    g = _group("a", "cit", ["4", "5", "4"])
+    cut = Group("b", "b=", {"answer": "4"}, [Sample(t, finish_reason="length", verdicts={"math": Verdict.incorrect()})
+                                             for t in ("1", "2", "3")])
+    res = evaluate_sampled([g, cut], "math", (1, 2))
+    assert res["avg@3"] == res["pass@1"] == pytest.approx(0.25)  # per prompt: 1/2 (the timeout is out), 0/3
+    assert res["avg@3_se"] == pytest.approx(0.25)  # sqrt(var / 2), var = (0.25^2 + 0.25^2) / 1
+    assert res["truncated"] == pytest.approx(3 / 6) and res["truncated_se"] > 0
+    assert set(res) >= {"pass@2", "pass@2_se", "maj@2", "maj@2_se"}
+
+
+def test_greedy_evaluation_generates_each_prompt_once(monkeypatch):
+    """At temperature 0 the samples are the greedy completions: one generation per prompt, greedy == avg@1; above 0,
+    one sampled group and one greedy completion per prompt, the greedy ones archived under their own ids."""
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.evaluate import run_eval
+    from reasoning_rl.models import build_tiny
+    from reasoning_rl.rollout import HFEngine, SamplingConfig
+    from reasoning_rl.task import Task
+
+    torch.manual_seed(0)
+    cfg = config.load(Config, None, ["model.tiny.num_layers=1"])
+    model, tok = build_tiny(cfg)
+    task = Task.from_config(cfg.tasks)
+    task.render(tok)
+    calls = []
+    real = HFEngine.generate
+    monkeypatch.setattr(HFEngine, "generate", lambda self, rows, n, s: calls.append((len(rows), n, s.temperature))
+                        or real(self, rows, n, s))
+    res = run_eval(model, tok, task, task.test[:5], 8, SamplingConfig(temperature=0.0, max_tokens=4), progress=False)
+    assert calls == [(5, 1, 0.0)] and len(res.groups) == 5
+    assert res.metrics["greedy"] == res.metrics["avg@1"]
+    calls.clear()
+    res = run_eval(model, tok, task, task.test[:5], 3, SamplingConfig(temperature=1.0, max_tokens=4, seed=0),
+                   progress=False)
+    assert calls == [(5, 3, 1.0), (5, 1, 0.0)]
+    assert [len(g.samples) for g in res.groups] == [3] * 5 + [1] * 5
+    assert all(g.prompt_id.endswith("#greedy") for g in res.groups[5:])
+
+
 def test_archive_round_trip(tmp_path):
     groups = [_group("a", "cit", ["4", "5", "x"]), _group("b", "ci", ["4", "3"])]
     path = tmp_path / "archive.jsonl"
@@ -71,7 +114,8 @@ def test_cli_pairs_from_a_training_archive_and_eval(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["prompts"] == 16 and summary["pairs"] == len((tmp_path / "pairs" / "pairs.jsonl").read_text().splitlines())
-    r = subprocess.run([PY, "-m", "reasoning_rl", "eval", *common, "--limit", "10", "-n", "4"],
+    r = subprocess.run([PY, "-m", "reasoning_rl", "eval", *common, "--limit", "10", "-n", "4", "--set",
+                        f"output_dir={tmp_path / 'eval'}"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -85,7 +129,8 @@ def test_cli_eval_on_code_tasks_runs_the_programs(tmp_path):
     env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))
     r = subprocess.run([PY, "-m", "reasoning_rl", "eval", "--set", "tasks.kind=code", "--set", "tasks.families=[]",
                         "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1",
-                        "--set", "generation.max_tokens=8", "--limit", "6", "-n", "2"],
+                        "--set", "generation.max_tokens=8", "--limit", "6", "-n", "2", "--set",
+                        f"output_dir={tmp_path / 'eval'}"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])

@@ -62,3 +62,38 @@ def test_shuffled_rewards_control_keeps_the_rewards_but_not_their_samples():
     passed = lambda gs: [s.verdicts["math"].passed for g in gs for s in g.samples]  # noqa: E731
     assert sorted(passed(out)) == sorted(passed(groups)) and passed(out) != passed(groups)
     assert [s.text for g in out for s in g.samples] == [s.text for g in groups for s in g.samples]
+
+
+def test_a_round_that_trains_nothing_says_why_and_an_idle_run_warns():
+    """No silent no-op: the log line of a round without a trainable group names the cause, and a run whose rounds
+    mostly trained nothing ends with a warning that names the likeliest cause and what to try."""
+    from reasoning_rl.trainers.loop import _log_line, _warn_if_idle
+
+    failed = {"step": 2, "reward/mean": 0.0, "groups/pct_all_fail": 1.0, "groups/pct_mixed": 0.0, "train/samples": 0}
+    assert _log_line(failed, 3).endswith("NO UPDATE: no trainable group (every sample failed: 1.00 of groups)")
+    trained = dict(failed, **{"groups/pct_all_fail": 0.5, "groups/pct_mixed": 0.5, "train/samples": 8})
+    assert "NO UPDATE" not in _log_line(trained, 3)
+    said: list[str] = []
+    _warn_if_idle([failed, failed, trained], said.append)
+    assert said == ["WARNING: 2 of 3 rounds trained nothing; mostly because every sample failed (mean 1.00 in those "
+                    "rounds). Try easier data, a larger group, longer completions or a warm start."]
+    said.clear()
+    _warn_if_idle([failed, trained, trained], said.append)
+    assert said == []
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("knobs,evaluated", [
+    (["grpo.eval_every=0"], [0, 3]),  # periodic evaluation off; the start and the end stay
+    (["grpo.eval_every=0", "grpo.eval_at_start=false", "grpo.eval_at_end=false"], []),  # none at all
+    (["grpo.eval_every=2", "grpo.eval_at_end=false"], [0, 2]),
+])
+def test_evaluation_cadence_can_be_turned_off(tmp_path, knobs, evaluated):
+    cfg = config.load(Config, overrides=[
+        f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=3",
+        "grpo.prompts_per_step=2", "grpo.group_size=2", "eval.size=4", "grpo.filter_mixed=false",
+        "grpo.train_prompts=8", "grpo.verifier_workers=1", "grpo.checkpoint_every=0", *knobs])
+    train_grpo(cfg, log=lambda *_: None)
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines if "eval/accuracy" in m] == evaluated
+    assert [m["step"] for m in lines if "reward/mean" in m] == [1, 2, 3]

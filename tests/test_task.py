@@ -232,6 +232,17 @@ def test_humaneval_from_its_package_loads_and_its_canonical_solutions_pass(tmp_p
     assert probe_references(task, rows, n=8)["code"]["abstain"] == 0  # every test spec parses
 
 
+def test_a_held_out_split_can_be_a_file_of_its_own(tmp_path):
+    """GSM8K ships train.jsonl and test.jsonl: the test file is the held-out split, nothing is hashed out of train."""
+    train = write_jsonl(tmp_path / "train.jsonl", gsm8k_rows(20))
+    test = write_jsonl(tmp_path / "test.jsonl", gsm8k_rows(26)[20:])
+    task = task_of(source=str(train), preset="gsm8k", test_split=str(test))
+    assert len(task.train) == 20 and len(task.test) == 6
+    assert {r["raw"] for r in task.test} == {r["question"] for r in gsm8k_rows(26)[20:]}
+    with pytest.raises(UserError, match="names a file, and there is no such file"):
+        task_of(source=str(train), preset="gsm8k", test_split=str(tmp_path / "missing.jsonl"))
+
+
 def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
     import reasoning_rl.evaluate as ev
 
@@ -256,7 +267,13 @@ def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
             f"The answer is {a[5]}."]  # an empty box and a sentence with no answer are the format failures
     monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: outs)
     got = task.held_out(None, None, rows)
-    assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4}
+    # stated: the three boxes with an answer in them and the answer phrase; the wrong box counts as stated
+    assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4, "stated": 4 / 6,
+                   "accuracy_stated": 3 / 4}
+    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: [
+        f"Working it out step by step, we get {r['answer']} in the end." for r in rows])  # right, but read, not stated
+    got = task.held_out(None, None, rows)
+    assert got["accuracy"] == 1.0 and got["parseable"] == 1.0 and got["stated"] == 0.0
 
 
 @pytest.mark.parametrize("name", ["gsm8k", "gsm8k-2core", "humaneval", "plugin_reward"])

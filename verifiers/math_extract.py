@@ -27,6 +27,9 @@ import re
 
 TAIL_CHARS = 4000
 MAX_ANSWER_CHARS = 1500
+# the paths on which the output itself says "this is my answer" (1-5 above); the others are fallbacks that read an
+# answer into an output that states none
+STATED_PATHS = frozenset({"boxed", "answer tag", "#### marker", "A: line", "answer phrase", "bold"})
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)

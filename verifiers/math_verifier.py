@@ -21,7 +21,7 @@ from reasoning_rl.types import Status, Verdict
 
 from .base import Verifier, VerifierSpec
 from .math_equiv import equivalent
-from .math_extract import (_NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, distinct_boxes, extract_answer, extract_choice,
+from .math_extract import (STATED_PATHS, _NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, distinct_boxes, extract_answer, extract_choice,
                            is_hedge)
 from .math_parse import ParseFailure, parse_answer
 
@@ -52,6 +52,12 @@ class MathVerifier(Verifier):
     def answer_key(self, completion: str) -> str | None:
         """The final answer maj@k votes on (None when there is none)."""
         return extract_answer(completion)[0]
+
+    def states_answer(self, completion: str) -> bool:
+        """Does the output state its final answer in an answer form (a box, answer tags, ####, an answer phrase, a
+        bold answer), rather than leave the verifier to read one into it (the whole output, the last number)?"""
+        answer, path = extract_answer(completion)
+        return answer is not None and path in STATED_PATHS
 
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
         if reference is None:

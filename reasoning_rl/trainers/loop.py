@@ -21,8 +21,9 @@ One round (a "step"), for rank r of W (one process: r = 0, W = 1):
   2. every rank's verified groups are gathered: rank 0 writes the ledger and the archive;
   3. the algorithm makes a batch; `num_iterations` epochs of shuffled minibatches update each `Net`
      (the same number of optimiser steps on every rank; DDP averages the gradients);
-  4. metrics to JSONL / TensorBoard and the caller's `on_step`; held-out accuracy every `eval_every`
-     steps; a resumable checkpoint every `checkpoint_every` steps (rank 0).
+  4. metrics to JSONL / TensorBoard and the caller's `on_step`; held-out accuracy every `eval_every` steps (0 = off),
+     before the first round and after the last (unless eval_at_start / eval_at_end are off); a resumable
+     checkpoint every `checkpoint_every` steps (rank 0). A round that trains nothing says so in its log line.
 Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
 """
 from __future__ import annotations
@@ -214,6 +215,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
         run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
     elif run.ranks.main:
         open(run.logs[1], "w").close()
+    if not resume and run.ranks.main and run.rl.eval_at_start:
         acc = run.evaluate()
         run.log(f"step 0: held-out accuracy {acc['eval/accuracy']:.3f} ({len(run.evals)} prompts, greedy; "
                 f"{acc['eval/parseable']:.3f} with a parseable answer)")
@@ -281,8 +283,9 @@ def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None
     n = len(batch) if batch is not None else 0
     n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
     if not n_mb:
+        m["train/samples"] = 0  # said in the log line and counted at the end of the run, never silent
         return
-    if batch is not None and (step % rl.eval_every == 1 or rl.eval_every == 1):
+    if batch is not None and (step % (rl.eval_every or 10) == 1 or rl.eval_every == 1):  # every 10 with evals off
         m.update(logprob_mismatch(run.model, run.tok, groups[:8], temperature=run.cfg.generation.temperature or 1.0))
     m.update(_train_epochs(run, algo, batch, n, n_mb))
     m["train/samples"] = n
@@ -331,8 +334,33 @@ _LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2
 
 
 def _log_line(m: dict, steps: int) -> str:
-    """One line a step: the metrics of `_LOG` that the step has."""
-    return f"step {m['step']}/{steps}  " + "  ".join(f"{name} {fmt.format(m[k])}" for name, k, fmt in _LOG if k in m)
+    """One line a step: the metrics of `_LOG` that the step has, and why a round trained nothing."""
+    line = f"step {m['step']}/{steps}  " + "  ".join(f"{name} {fmt.format(m[k])}" for name, k, fmt in _LOG if k in m)
+    return line + (f"  NO UPDATE: no trainable group ({_why_no_update(m)})" if m.get("train/samples") == 0 else "")
+
+
+_NO_UPDATE = (("groups/pct_all_fail", "every sample failed", "easier data, a larger group, longer completions or a "
+                                                              "warm start"),
+              ("groups/pct_all_pass", "every sample passed", "harder data, or retire solved prompts"),
+              ("groups/pct_unscored", "every sample was masked", "the verifier's masked statuses in the archive"),
+              ("completions/clipped_ratio", "completions cut at max_tokens", "a larger generation.max_tokens"))
+
+
+def _why_no_update(m: dict) -> str:
+    """The shares of a round's groups that could not train, largest first, e.g. 'all failed in 1.00 of groups'."""
+    parts = [f"{what}: {m[k]:.2f} of {'samples' if k.startswith('completions') else 'groups'}"
+             for k, what, _ in _NO_UPDATE if m.get(k)]
+    return "; ".join(parts) or "no group kept"
+
+
+def _warn_if_idle(history: list[dict], log: Callable[[str], None]) -> None:
+    """At the end of a run: say so when at least half its rounds trained nothing, with the likeliest cause."""
+    idle = [m for m in history if m.get("train/samples") == 0]
+    if not history or len(idle) < len(history) / 2:
+        return
+    key, what, fix = max(_NO_UPDATE, key=lambda c: sum(m.get(c[0], 0.0) for m in idle))
+    log(f"WARNING: {len(idle)} of {len(history)} rounds trained nothing; mostly because {what} "
+        f"(mean {sum(m.get(key, 0.0) for m in idle) / len(idle):.2f} in those rounds). Try {fix}.")
 
 
 def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
@@ -350,7 +378,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         run.pipeline.prime(first, rl.steps, first - 1, run.model, run.ledger.entries())  # max_staleness >= 1
         for step in range(first, rl.steps + 1):
             m = _round(run, algo, step, tally)
-            if (step % rl.eval_every == 0 or step == rl.steps) and run.ranks.main:
+            if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
                 m.update(run.evaluate())
                 m.update(run.monitors.heldout(m, len(run.evals)))
             alerts = run.monitors.pop_alerts()
@@ -376,5 +404,6 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
             run.writer.close()
     if run.ranks.main:
         checkpoint.save_final(cfg.output_dir, run.model, run.tok)
+        _warn_if_idle(run.history, run.log)
     run.ranks.barrier()
     return run.history, run.model, run.tok
