@@ -63,7 +63,7 @@ def child(a) -> None:
     c = model.config
     L, H, I, V = c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size
     width = 2 if a.dtype == "bfloat16" else 4
-    per_token = H if a.ckpt else 12 * H + 4 * I
+    per_token = H if a.ckpt == "true" else 12 * H + 4 * I
     act = (B * (P + T) * L * per_token * width + B * T * 2 * V * 4) / 2**20
     states = 12 * sum(p.numel() for p in params) / 2**20  # gradient + two moments, fp32
     print(json.dumps({"peak_mib": peak, "estimate_mib": act + states, "seconds": seconds,

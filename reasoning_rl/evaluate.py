@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
     from .rollout import decode
@@ -69,8 +70,7 @@ def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambd
         if n == 0:
             continue
         per.setdefault(f"avg@{n_max}", []).append(c / n)
-        per.setdefault("pass@1", []).append(c / n)
-        for k in ks:
+        for k in sorted(set(ks) | {1}):  # pass@1 = c / n, always reported
             if k <= n:
                 per.setdefault(f"pass@{k}", []).append(pass_at_k(n, c, k))
                 head = scored[:k]
@@ -98,7 +98,7 @@ class EvalResult:
     seconds: float
 
 
-def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, chunk: int = 16, pool=None,
+def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, chunk: int = 64, pool=None,
              progress: bool = True) -> EvalResult:
     """Sample n completions per row (in chunks of `chunk` prompts, a progress bar with its ETA on stderr), verify
     each with the task's outcome verifier, and score them; with `greedy` and a temperature above 0, also one greedy

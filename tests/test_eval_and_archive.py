@@ -47,7 +47,7 @@ def test_evaluate_sampled_reports_avg_at_n_with_standard_errors():
                                              for t in ("1", "2", "3")])
     res = evaluate_sampled([g, cut], "math", (1, 2))
     assert res["avg@3"] == res["pass@1"] == pytest.approx(0.25)  # per prompt: 1/2 (the timeout is out), 0/3
-    assert res["avg@3_se"] == pytest.approx(0.25)  # sqrt(var / 2), var = (0.25^2 + 0.25^2) / 1
+    assert res["avg@3_se"] == res["pass@1_se"] == pytest.approx(0.25)  # sqrt(var / 2), var = (0.25^2 + 0.25^2) / 1
     assert res["truncated"] == pytest.approx(3 / 6) and res["truncated_se"] > 0
     assert set(res) >= {"pass@2", "pass@2_se", "maj@2", "maj@2_se"}
 
