@@ -131,7 +131,7 @@ def cmd_eval(args) -> int:
 
     from .archive import write_groups
     from .cli_args import claim_output_dir
-    from .evaluate import run_eval
+    from .eval_run import run_eval
     from .models import load_policy
     from .rollout import SamplingConfig
 

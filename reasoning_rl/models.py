@@ -25,7 +25,7 @@ def check_model_source(name: str, gguf_file: str = "") -> None:
     timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
     import os
 
-    if name == "tiny" or gguf_path(name, gguf_file):
+    if gguf_path(name, gguf_file) or name == "tiny":  # the GGUF settings first: tiny + gguf_file is an error too
         return
     key = "model.name_or_path"
     if os.path.isdir(name):

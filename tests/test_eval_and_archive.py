@@ -59,7 +59,7 @@ def test_greedy_evaluation_generates_each_prompt_once(monkeypatch):
 
     from reasoning_rl import config
     from reasoning_rl.configs import Config
-    from reasoning_rl.evaluate import run_eval
+    from reasoning_rl.eval_run import run_eval
     from reasoning_rl.models import build_tiny
     from reasoning_rl.rollout import HFEngine, SamplingConfig
     from reasoning_rl.task import Task

@@ -16,14 +16,6 @@ from .conftest import PY, ROOT, run_env
 pytestmark = pytest.mark.slow
 
 NAME = "smollm2-135m-instruct"
-PROBLEMS = [("Mia has 3 apples and gets 4 more. How many apples does she have?", 7),
-            ("A box holds 6 pens. Tom takes 2. How many pens are left?", 4),
-            ("There are 5 bags with 2 coins each. How many coins are there?", 10),
-            ("Sam reads 8 pages and then 3 more. How many pages does he read?", 11),
-            ("Ana had 9 cards and gave away 5. How many cards does she have?", 4),
-            ("Each of 3 boxes has 3 balls. How many balls are there?", 9)]
-
-
 @pytest.fixture(scope="module")
 def real():
     from reasoning_rl import config
@@ -68,10 +60,13 @@ def test_completions_end_at_the_end_of_turn_token(real):
 
 @pytest.mark.timeout(1200)
 def test_two_grpo_rounds_with_lora_then_eval(tmp_path):
-    data = tmp_path / "word.jsonl"
-    data.write_text("".join(json.dumps({"prompt": q, "answer": str(a)}) + "\n" for q, a in PROBLEMS * 4))
+    rows = [{"prompt": f"Mia has {a} apples and gets {b} more. How many apples does she have?", "answer": str(a + b)}
+            for a in range(2, 6) for b in range(2, 7)]  # 20 distinct problems: 16 to train on, 4 held out
+    data, held = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[:16]))
+    held.write_text("".join(json.dumps(r) + "\n" for r in rows[16:]))
     out = tmp_path / "run"
-    common = ["--dataset", str(data), "--set", f"model.name_or_path={NAME}", "--set", "tasks.heldout_percent=30",
+    common = ["--dataset", str(data), "--set", f"model.name_or_path={NAME}", "--set", f"tasks.test_split={held}",
               "--set", "tasks.instruction=Put the final answer in \\boxed{}.", "--set", "generation.max_tokens=32",
               "--set", "num_threads=2"]
     _cli("train", "grpo", *common, "--set", f"output_dir={out}", "--set", "model.lora.r=8", "--set", "grpo.steps=2",
@@ -80,7 +75,7 @@ def test_two_grpo_rounds_with_lora_then_eval(tmp_path):
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [0, 1, 2] and "eval/accuracy" in metrics[-1]
     archive = [json.loads(x) for x in (out / "archive.jsonl").read_text().splitlines()]
-    assert len(archive) == 2 * 2 * 4
+    assert len(archive) == 2 * 2 * 4 and {a["task"]["reference"] for a in archive} <= {r["answer"] for r in rows[:16]}
     assert all(a["prompt"].startswith("<|im_start|>system\n") and a["prompt"].endswith(
         "Put the final answer in \\boxed{}.<|im_end|>\n<|im_start|>assistant\n") for a in archive)
     assert (out / "final" / "adapter").is_dir() and (out / "final" / "config.json").is_file()
