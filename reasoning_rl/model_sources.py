@@ -19,6 +19,7 @@ Not here: loading the model (models.py), downloading anything, or writing GGUF.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -113,11 +114,19 @@ def cache_root() -> str:
 
 def cache_dir(path: str, dtype: str) -> str:
     """The converted folder of a GGUF file: keyed by the file's content (SHA-256) and the dtype."""
+    st = os.stat(path)
+    return os.path.join(cache_root(), f"gguf-{_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)}-{dtype}")
+
+
+@functools.lru_cache(maxsize=8)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """The first 16 hex digits of the file's SHA-256, once per process for an unchanged file (a command resolves
+    the model for its tokenizer, then for its weights)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
-    return os.path.join(cache_root(), f"gguf-{h.hexdigest()[:16]}-{dtype}")
+    return h.hexdigest()[:16]
 
 
 def resolve(name: str, gguf_file: str = "", dtype: str = "float32", log=print) -> str:

@@ -24,7 +24,7 @@ def test_every_algorithms_citation_names_a_section_that_exists():
     doc = (ROOT / "docs" / "algorithms.md").read_text()
     sections = set(re.findall(r"^## §([a-z][\w-]*)", doc, re.M))
     assert {"grpo-advantages", "ppo-clip", "gae", "kl", "dpo", "process", "curriculum"} <= sections
-    # every § in the project, on any line, names one of those sections: never a number (§3), which no reader can
+    # every § in the project, on any line, names one of those sections: never a bare section number, which no reader can
     # follow once sections move, and never a section of a document that is not here
     cited, missing = 0, []
     for path in _project_files():
