@@ -22,6 +22,12 @@ def options_hash(options: dict) -> str:
     return hashlib.sha256(json.dumps(options, sort_keys=True, default=repr).encode()).hexdigest()[:12]
 
 
+def provenance(described: dict) -> dict:
+    """verifier -> {"version", "options_hash"}, from a task's `describe(reward)`: what `write_groups` stamps on each
+    verdict."""
+    return {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]} for t in described["terms"]}
+
+
 def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict | None = None) -> int:
     """One line per sample; `provenance` maps a verifier name to {"version", "options_hash"}."""
     n = 0

@@ -129,7 +129,7 @@ def cmd_eval(args) -> int:
     import dataclasses
     import os
 
-    from .archive import write_groups
+    from .archive import provenance, write_groups
     from .cli_args import claim_output_dir
     from .eval_run import run_eval
     from .models import load_policy
@@ -143,11 +143,11 @@ def cmd_eval(args) -> int:
     model, tok = load_policy(cfg)
     sampling = SamplingConfig(temperature=args.temperature, max_tokens=cfg.generation.max_tokens, seed=cfg.seed)
     res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy)
-    reward = task.outcome_reward()
+    described = task.describe(task.outcome_reward())
     with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:
-        write_groups(f, res.groups, step=0, provenance=_provenance(task, reward))
+        write_groups(f, res.groups, step=0, provenance=provenance(described))
     with open(os.path.join(cfg.output_dir, "task.json"), "w") as f:
-        json.dump(task.describe(reward), f, indent=1)
+        json.dump(described, f, indent=1)
     summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
                "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
                "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
@@ -158,11 +158,6 @@ def cmd_eval(args) -> int:
     print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
           file=sys.stderr)
     return 0
-
-
-def _provenance(task, reward) -> dict:
-    return {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]}
-            for t in task.describe(reward)["terms"]}
 
 
 def cmd_task_check(args) -> int:

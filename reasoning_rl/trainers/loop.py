@@ -41,7 +41,7 @@ import torch
 import verifiers
 from curricula import Ledger, make_sampler
 
-from ..archive import write_groups
+from ..archive import provenance, write_groups
 from ..configs import Config, RLConfig
 from ..device import resolve_threads
 from ..lora import maybe_lora, reference_of
@@ -197,8 +197,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
                                  rl.push_every, shares_weights=isinstance(rounds.engine, HFEngine),
                                  version=-1 if resume else 0)
     described = task.describe(reward)
-    run.provenance = {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]}
-                      for t in described["terms"]}
+    run.provenance = provenance(described)
     if ranks.main:
         with open(run.path("task.json"), "w") as f:  # how this run's samples were checked (reverify reads it)
             json.dump(described, f, indent=1)
