@@ -1,5 +1,7 @@
 """User errors on the command line: one line naming the field and value, exit status 2, no traceback,
-and nothing loaded or written first. Each case is a real `python -m reasoning_rl` subprocess.
+and nothing loaded or written first. Each case runs `reasoning_rl.cli.main(argv)` in this process (a subprocess
+each cost the suite minutes of imports); a few go through a real `python -m reasoning_rl` subprocess to show the
+entry point prints the same.
 
 Also: a second run into a directory that holds a run is refused before it touches that run's files;
 `--version`; every subcommand's help shows its defaults and an example.
@@ -125,18 +127,38 @@ CASES = [
 ]
 
 
-@pytest.mark.timeout(900)
-def test_every_bad_input_prints_one_line_and_exits_2(files):
+def _main(argv, capsys):
+    """(exit status, stderr) of `reasoning-rl ARGV` run in this process, as the console script would exit."""
+    from reasoning_rl.cli import main
+
+    capsys.readouterr()
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's own errors exit
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.timeout(600)
+def test_every_bad_input_prints_one_line_and_exits_2(files, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(ROOT)
     failures = []
     for args, fragment in CASES:
         argv = [a.format(**files) for a in args]
-        r = _cli(*argv)
-        lines = r.stderr.strip().splitlines()
-        ok = r.returncode == 2 and len(lines) == 1 and fragment.format(**files) in lines[0] \
-            and "Traceback" not in r.stderr
-        if not ok:
-            failures.append((argv, r.returncode, r.stderr[-600:]))
+        rc, err = _main(argv, capsys)
+        lines = err.strip().splitlines()
+        if not (rc == 2 and len(lines) == 1 and fragment.format(**files) in lines[0] and "Traceback" not in err):
+            failures.append((argv, rc, err[-600:]))
     assert not failures, "\n\n".join(f"{a}: rc={rc}\n{err}" for a, rc, err in failures)
+
+
+@pytest.mark.parametrize("case", [0, 4, 15, len(CASES) - 1])  # a config error, a key error, a verifier, argparse
+def test_the_console_entry_point_prints_the_same_line(files, case):
+    args, fragment = CASES[case]
+    r = _cli(*[a.format(**files) for a in args])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and fragment.format(**files) in lines[0], r.stderr
 
 
 @pytest.mark.timeout(120)

@@ -156,7 +156,10 @@ def test_the_reward_hacking_demonstration_alerts_on_the_lenient_run_alone(tmp_pa
                        text=True, env=run_env(), timeout=1200, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["honest"]["alerts"] == 0 and max(s["honest"]["disagreement"]) == 0.0
+    # the honest run may see a rare legitimate disagreement (`math` accepts "7.0" for 7, `exact` does not): one
+    # completion in 64 on one step is below the windowed threshold, so it must not alert
+    assert s["honest"]["alerts"] == 0
+    assert max(s["honest"]["disagreement"]) < max(s["exploited"]["disagreement"])
     assert s["exploited"]["first_alert_step"] is not None and s["exploited"]["alerts"] > 0
     assert s["reverify_exploited_with_math"]["pass->fail"] > 0
     assert sum(s["reverify_honest_same_verifiers"].values()) == 0
