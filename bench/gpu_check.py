@@ -95,7 +95,7 @@ def throughput(device: str, tiny: bool) -> dict:
         1, generator=rng).item() < 0.5 else Verdict.incorrect()}) for s in g.samples]) for g in groups]
     gcfg = config.from_dict(GRPOConfig, {"minibatch_size": G * B, "length_buckets": 4, "bf16": True},
                             prefix="grpo")
-    batch = make_batch(groups, reward, tok, gcfg, model.device, max_len=new)
+    batch, _ = make_batch(groups, reward, tok, gcfg, model.device, max_len=new)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     model.train()
     t0 = time.perf_counter()

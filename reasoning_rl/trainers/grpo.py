@@ -20,6 +20,7 @@ from ..configs import Config
 from ..losses import entropy_coef_update
 from ..types import Group
 from . import loop
+from .algorithm import Learner, Net
 from .distributed import zero_loss
 from .grpo_batch import GRPOBatch, make_batch, update_minibatch
 from .offpolicy import correct_batch
@@ -43,34 +44,36 @@ class EntropyCoef:
 class GRPO:
     name = "grpo"
 
-    def setup(self, run: loop.Run):
-        self.ent = EntropyCoef(run.rl.entropy_coef)
-        return [], ({"entropy_coef": self.ent} if run.rl.entropy_coef else {})  # no critic: the group is the baseline
+    def setup(self, learner: Learner) -> tuple[list[Net], dict]:
+        self.ent = EntropyCoef(learner.rl.entropy_coef)
+        return [], ({"entropy_coef": self.ent} if learner.rl.entropy_coef else {})  # no critic: the group is the baseline
 
-    def make_batch(self, run: loop.Run, groups: list[Group], m: dict) -> GRPOBatch | None:
+    def make_batch(self, learner: Learner, groups: list[Group]) -> tuple[GRPOBatch | None, dict[str, float]]:
         if not groups:
-            return None
-        batch = make_batch(groups, run.rounds.reward, run.tok, run.rl, run.model.device,
-                           max_len=run.cfg.generation.max_tokens, m=m)
+            return None, {}
+        batch, m = make_batch(groups, learner.reward, learner.tok, learner.rl, learner.model.device,
+                              max_len=learner.generation.max_tokens)
         if batch is not None:  # engines that are not the trainer: its own pi_old and the importance weights
-            tokens, w, metrics = correct_batch(run, batch.tokens)
+            tokens, w, metrics = correct_batch(learner, batch.tokens)
             batch = dataclasses.replace(batch, tokens=tokens, is_weight=w)
             m.update(metrics)
-        return batch
+        return batch, m
 
-    def minibatch(self, run: loop.Run, batch: GRPOBatch, idx) -> dict[str, float]:
-        return update_minibatch(run.policy, run.ref, run.ranks, run.rl, run.cfg.generation, batch, idx,
-                                entropy_coef=self.ent.coef)
+    def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
+        return update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
+                                batch, idx, entropy_coef=self.ent.coef)
 
-    def touch(self, run: loop.Run) -> None:
-        zero_loss(run.policy, run.tok.bos_token_id)
+    def touch(self, learner: Learner) -> None:
+        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)
 
-    def after_update(self, run: loop.Run, m: dict) -> None:
-        if run.rl.entropy_coef:
-            m["entropy/coef"] = self.ent.coef
-            if "entropy" in m:
-                self.ent.coef = entropy_coef_update(self.ent.coef, m["entropy"], run.rl.entropy_target,
-                                                    run.rl.entropy_coef_lr)
+    def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
+        rl = learner.rl
+        if not rl.entropy_coef:
+            return {}
+        out = {"entropy/coef": self.ent.coef}
+        if "entropy" in metrics:
+            self.ent.coef = entropy_coef_update(self.ent.coef, metrics["entropy"], rl.entropy_target, rl.entropy_coef_lr)
+        return out
 
 
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,

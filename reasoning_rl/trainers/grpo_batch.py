@@ -1,6 +1,6 @@
 """GRPO's batch: verified groups -> padded tensors with advantages -> one minibatch's gradient.
 
-    make_batch(groups, reward, tok, gcfg) -> GRPOBatch | None
+    make_batch(groups, reward, tok, gcfg) -> (GRPOBatch | None, metrics)
         A (n,) per sequence from the group-normalised advantage, or (n, Tc) per token (process supervision,
         docs/algorithms.md §process, from the `prm` verdicts' step scores); masked samples are left out.
     update_minibatch(model, ref, ranks, gcfg, gen, batch) -> metrics
@@ -33,10 +33,11 @@ class GRPOBatch:
         return len(self.tokens)
 
 
-def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None, max_len: int = 0,
-               m: dict | None = None) -> GRPOBatch | None:
-    """Flatten kept groups into padded tensors for the loss. Returns None when nothing is trainable.
-    `max_len` (generation.max_tokens) places the soft overlong penalty; `m` receives reward/overlong."""
+def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
+               max_len: int = 0) -> tuple[GRPOBatch | None, dict[str, float]]:
+    """Flatten kept groups into padded tensors for the loss: (the batch, or None when nothing is trainable;
+    metrics). `max_len` (generation.max_tokens) places the soft overlong penalty (metric reward/overlong)."""
+    m: dict[str, float] = {}
     scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
     if gcfg.advantage == "pass_at_k":  # the pass@k objective is on the outcome's pass/fail, not the composite
         scores = [[None if s.outcome(reward.outcome) is None else float(s.outcome(reward.outcome)) for s in g.samples]
@@ -49,8 +50,7 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None, 
         pen = SHAPING.get("soft_overlong")(lengths, max_len=max_len, buffer=min(gcfg.overlong_buffer, max_len),
                                            penalty=gcfg.overlong_penalty)
         R = R + torch.where(valid, pen, 0.0)
-        if m is not None:
-            m["reward/overlong"] = pen[valid].mean().item() if valid.any() else 0.0
+        m["reward/overlong"] = pen[valid].mean().item() if valid.any() else 0.0
     if gcfg.advantage == "process":
         valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
         A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
@@ -66,14 +66,14 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None, 
             a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
             rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
     if not rows:
-        return None
+        return None, m
     tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id,
                           device=device)
     if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
         A_out = pad_values([r[3] for r in rows], tuple(tokens.c_ids.shape))
     else:
         A_out = torch.tensor([r[3] for r in rows])
-    return GRPOBatch(tokens, A_out.to(tokens.c_ids.device), groups)
+    return GRPOBatch(tokens, A_out.to(tokens.c_ids.device), groups), m
 
 
 def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:

@@ -5,13 +5,14 @@
 The loop owns what is common to GRPO and PPO: seeding and ranks, the policy and its reference,
 the rollout engine, the verifier pool and reward, the curriculum (ledger, sampler, refill),
 the rollout archive, metrics, held-out evaluation, checkpoints and logging. An `Algorithm`
-supplies only what is its own:
+(algorithm.py) supplies only what is its own; each hook gets a `Learner` (models, tokenizer, ranks,
+reward, configs), never the loop's state, and returns its metrics:
 
-    setup(run)                   extra models and optimisers (PPO: the critic), as `Net`s and checkpoint states
-    make_batch(run, groups, m)   verified groups -> a batch with advantages (or None); called on every rank
-    minibatch(run, batch, idx)   the gradient of one minibatch; returns its metrics
-    touch(run)                   a zero-loss backward through every DDP module (a rank with no rows)
-    after_update(run, m)         anything after a round's update (PPO: the adaptive KL controller)
+    setup(learner)                   extra models and optimisers (PPO: the critic), as `Net`s and checkpoint states
+    make_batch(learner, groups)      verified groups -> (a batch with advantages or None, metrics); on every rank
+    minibatch(learner, batch, idx)   the gradient of one minibatch; returns its metrics
+    touch(learner)                   a zero-loss backward through every DDP module (a rank with no rows)
+    after_update(learner, metrics)   anything after a round's update (PPO: the adaptive KL controller)
 
 One round (a "step"), for rank r of W (one process: r = 0, W = 1):
   1. the sampler draws prompts_per_step / W prompts; the engine samples group_size completions each
@@ -24,6 +25,22 @@ One round (a "step"), for rank r of W (one process: r = 0, W = 1):
   4. metrics to JSONL / TensorBoard and the caller's `on_step`; held-out accuracy every `eval_every` steps (0 = off),
      before the first round and after the last (unless eval_at_start / eval_at_end are off); a resumable
      checkpoint every `checkpoint_every` steps (rank 0). A round that trains nothing says so in its log line.
+
+One synchronous GRPO step, file by file (tests/test_layout.py checks that every name here exists):
+  trainers/loop.py         train -> _round -> _make_round   the round, made here while the loop waits
+  trainers/rounds.py       Rounds.make -> Rounds._generate  weights pushed if due; chunks generated and verified
+  curricula/refill.py      fill_batch                       draw prompts, keep mixed groups, refill
+  curricula/samplers.py    UniformSampler.sample            prompts by the ledger's pass rates
+  rollout/hf.py            HFEngine.generate                group_size completions per prompt, with log-probs
+  task.py                  Task.verify_samples              the reward's verifiers, through the pool
+  curricula/ledger.py      Ledger.update                    per-prompt pass rates (rank 0)
+  archive.py               write_groups                     every verified sample, with its provenance
+  trainers/grpo.py         GRPO.make_batch                  kept groups -> tokens and advantages
+  trainers/grpo_batch.py   make_batch                       group-normalised advantages, masked samples left out
+  trainers/loop.py         _update -> _train_epochs         shuffled minibatches, clipping, optimiser steps
+  trainers/grpo_batch.py   update_minibatch                 the clipped surrogate (+ KL) over length buckets
+  trainers/metrics.py      MetricsWriter.write              metrics.jsonl and TensorBoard
+
 Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
 """
 from __future__ import annotations
@@ -34,7 +51,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import torch
 
@@ -55,46 +72,20 @@ from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .metrics import MetricsWriter
 from .monitors import Monitors
+from .algorithm import Algorithm, Learner, Net, adamw
 from .pipeline import RoundPipeline, staleness_metrics
-from .rounds import Rounds, SandboxTally, make_engine, round_metrics
-
-
-@dataclass
-class Net:
-    """A trained module with its optimiser, scheduler and the metric name of its gradient norm; `name` keys its
-    states in a checkpoint (`critic`, `critic_opt`, `critic_sched`)."""
-    name: str
-    module: Any  # the model itself (saved, evaluated)
-    wrapped: Any  # what forward/backward runs through: DDP under a launcher, else the module
-    opt: Any
-    sched: Any
-    grad_metric: str
-
-
-class Algorithm(Protocol):
-    name: str  # the config section and the run directory's prefix
-
-    def setup(self, run: "Run") -> tuple[list[Net], dict[str, Any]]: ...
-
-    def make_batch(self, run: "Run", groups: list, m: dict) -> Any: ...
-
-    def minibatch(self, run: "Run", batch: Any, idx: torch.Tensor) -> dict[str, float]: ...
-
-    def touch(self, run: "Run") -> None: ...
-
-    def after_update(self, run: "Run", m: dict) -> None: ...
+from .rounds import Round, Rounds, SandboxTally, WeightSync, make_engine, round_metrics, round_seed
 
 
 @dataclass
 class Run:
-    """Everything one training run holds; built by `_setup`, read by the algorithm's hooks."""
+    """Everything one training run holds; built by `_setup`. The algorithm's hooks see only `learner`."""
     cfg: Config
     rl: RLConfig
     ranks: Ranks
     log: Callable[[str], None]
     tok: Any
     task: Task  # rows, prompts, reward and held-out scoring
-    ref: Any  # the frozen reference policy, or None when beta = 0
     nets: list[Net]  # the policy first, then any further trained model (PPO: the critic)
     rounds: Rounds
     pool: Any
@@ -108,8 +99,10 @@ class Run:
     writer: Any = None
     history: list[dict] = field(default_factory=list)
     provenance: dict = field(default_factory=dict)  # verifier -> {version, options_hash}, for the archive
+    learner: Learner | None = None  # what the algorithm's hooks get
     monitors: Any = None  # reward-hacking monitors (monitors.py)
-    pipeline: Any = None  # the rounds requested ahead of the update (pipeline.py)
+    weights: WeightSync | None = None  # which weights the engine holds
+    pipeline: RoundPipeline | None = None  # max_staleness >= 1: the rounds requested ahead of the update
 
     @property
     def model(self) -> Any:
@@ -132,12 +125,6 @@ class Run:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
         got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens)
         return {f"eval/{k}": v for k, v in got.items()}
-
-
-def adamw(module, lr: float, warmup_steps: int):
-    params = [p for p in module.parameters() if p.requires_grad]  # with LoRA: the adapters alone
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
 
 
 def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
@@ -187,15 +174,17 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     rngs = {"sampler": sampler.rng, "shuffle": rng}
     if rl.control:
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
-    run = Run(cfg, rl, ranks, log, tok, task, ref, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
+    run = Run(cfg, rl, ranks, log, tok, task, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
               task.rows("test")[:cfg.eval.size], prompts_here)
-    extra_nets, run.states = algo.setup(run)
+    run.learner = Learner(rl, cfg.generation, policy, ref, tok, ranks, reward)
+    extra_nets, run.states = algo.setup(run.learner)
     run.nets.extend(extra_nets)
     run.monitors = Monitors(cfg.monitor, task, reward, cfg.seed)
-    # resumed: the engine's weights are unknown until the first request pushes the checkpoint's (version -1)
-    run.pipeline = RoundPipeline(rounds, sampler, prompts_here, rl.max_staleness, cfg.seed + ranks.rank,
-                                 rl.push_every, shares_weights=isinstance(rounds.engine, HFEngine),
-                                 version=-1 if resume else 0)
+    # resumed: the engine's weights are unknown until the first round pushes the checkpoint's (version -1)
+    run.weights = WeightSync(isinstance(rounds.engine, HFEngine), rl.push_every, version=-1 if resume else 0)
+    if rl.max_staleness:
+        run.pipeline = RoundPipeline(rounds, sampler, prompts_here, rl.max_staleness, cfg.seed + ranks.rank,
+                                     run.weights)
     described = task.describe(reward)
     run.provenance = provenance(described)
     if ranks.main:
@@ -230,14 +219,17 @@ def _extra_states(run: Run) -> dict[str, Any]:
     """What a checkpoint holds beyond the policy: the algorithm's states and every further net's weights,
     optimiser and scheduler."""
     # the monitors' history (a resumed run watches the same way) and the rounds already requested
-    extra = dict(run.states, monitors=run.monitors, pipeline=run.pipeline)
+    extra = dict(run.states, monitors=run.monitors)
+    if run.pipeline is not None:
+        extra["pipeline"] = run.pipeline
     for n in run.nets[1:]:
         extra.update({n.name: n.module, f"{n.name}_opt": n.opt, f"{n.name}_sched": n.sched})
     return extra
 
 
 def _checkpoint(run: Run, step: int) -> None:
-    run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
+    if run.pipeline is not None:
+        run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
     p = run.nets[0]
     checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
                     extra=_extra_states(run))
@@ -259,9 +251,9 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
                 net.opt.zero_grad(set_to_none=True)
             metrics = {}
             if len(idx):
-                metrics = algo.minibatch(run, batch, idx)
+                metrics = algo.minibatch(run.learner, batch, idx)
             else:  # this rank has fewer rows than another
-                algo.touch(run)
+                algo.touch(run.learner)
             for net in run.nets:
                 if rl.grad_clip > 0:
                     norm = torch.nn.utils.clip_grad_norm_(net.module.parameters(), rl.grad_clip)
@@ -278,7 +270,8 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
 def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None:
     """The algorithm's batch from this rank's kept groups, then its update; weights pushed to the engine."""
     rl = run.rl
-    batch = algo.make_batch(run, groups, m)  # on every rank, even one with no groups (PPO gathers its KL)
+    batch, metrics = algo.make_batch(run.learner, groups)  # on every rank, even one with no groups (PPO gathers its KL)
+    m.update(metrics)
     n = len(batch) if batch is not None else 0
     n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
     if not n_mb:
@@ -288,17 +281,24 @@ def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None
         m.update(logprob_mismatch(run.model, run.tok, groups[:8], temperature=run.cfg.generation.temperature or 1.0))
     m.update(_train_epochs(run, algo, batch, n, n_mb))
     m["train/samples"] = n
-    algo.after_update(run, m)
+    m.update(algo.after_update(run.learner, m))
+
+
+def _make_round(run: Run, step: int) -> Round:
+    """Synchronous: round `step`, made here from the weights after update step-1 (pushed first to an engine that
+    does not share them)."""
+    version = step - 1
+    weights = run.model if run.weights.due(version) else None
+    return run.rounds.make(step, run.sampler, run.prompts_here, run.weights.held(version),
+                           round_seed(run.cfg.seed + run.ranks.rank, step), weights)
 
 
 def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
-    """One step: take the round (requesting it first when synchronous), record it, request the round
-    max_staleness steps ahead, update. Returns the step's metrics (no held-out score yet)."""
+    """One step: make the round (or, with max_staleness >= 1, take the one requested earlier), record it, request
+    the round max_staleness steps ahead, update. Returns the step's metrics (no held-out score yet)."""
     t_step = time.perf_counter()
     rl, rounds, pipe = run.rl, run.rounds, run.pipeline
-    if not rl.max_staleness:  # synchronous: round t from the weights after update t-1, made while we wait
-        pipe.request(step, step - 1, run.model, run.ledger.entries())
-    made = pipe.take(step)
+    made = pipe.take(step) if pipe is not None else _make_round(run, step)
     wait = time.perf_counter() - t_step
     batch, mine = made.batch, made.generated
     generated = run.ranks.gather(mine)  # every rank's verified groups (one process: its own)
@@ -306,7 +306,7 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
         run.ledger.update(generated, rounds.reward.outcome, step, retire_after=rl.retire_after or None)
         with open(run.logs[1], "a", encoding="utf-8") as af:
             write_groups(af, generated, step, run.provenance)
-    if rl.max_staleness and step + rl.max_staleness <= rl.steps:  # made while this step's update runs
+    if pipe is not None and step + rl.max_staleness <= rl.steps:  # made while this step's update runs
         pipe.request(step + rl.max_staleness, step - 1, run.model, run.ledger.entries())
     m = {"step": step, **round_metrics(generated, rounds.reward), **made.refill.metrics()}
     m.update(tally.metrics(generated))  # what the sandbox did this step, if a verifier ran one
@@ -374,7 +374,8 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
     rl, tally = run.rl, SandboxTally()
     try:
         first = _start(run, algo, resume)
-        run.pipeline.prime(first, rl.steps, first - 1, run.model, run.ledger.entries())  # max_staleness >= 1
+        if run.pipeline is not None:
+            run.pipeline.prime(first, rl.steps, first - 1, run.model, run.ledger.entries())
         for step in range(first, rl.steps + 1):
             m = _round(run, algo, step, tally)
             if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
@@ -395,7 +396,8 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
                 run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
                 break
     finally:
-        run.pipeline.close()
+        if run.pipeline is not None:
+            run.pipeline.close()
         run.rounds.close()
         run.pool.close()
         run.ledger.close()

@@ -1,6 +1,6 @@
 """The trainer's side of rollout correction: its own pi_old for sampled tokens, and the engine's weights.
 
-    correct_batch(run, tokens) -> (tokens, is_weight, metrics)
+    correct_batch(learner, tokens) -> (tokens, is_weight, metrics)
 
 With a correction mode other than `none` (docs/algorithms.md §rollout-correction), the batch's `logp_old`
 (the engine's log-probs) is replaced by the trainer model's own, computed with no gradient before the
@@ -35,17 +35,17 @@ def trainer_logprobs(model, tokens: TokenBatch, temperature: float, bf16: bool, 
     return out
 
 
-def correct_batch(run, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor | None, dict[str, float]]:
+def correct_batch(learner, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor | None, dict[str, float]]:
     """(tokens with the trainer's pi_old, the importance weights, metrics); for `none`, the tokens unchanged and no
-    weights, with the mismatch still measured when the engine is not `hf`."""
-    mode = run.rl.correction
-    if mode == "none" and run.rl.engine == "hf":
+    weights, with the mismatch still measured when the engine is not `hf`. `learner`: the algorithm's `Learner`."""
+    rl, model = learner.rl, learner.model
+    if rl.correction == "none" and rl.engine == "hf":
         return tokens, None, {}  # the sampler is the trainer: nothing to measure or correct
-    was_training = run.model.training
-    run.model.eval()
-    logp_old = trainer_logprobs(run.model, tokens, run.cfg.generation.temperature or 1.0, run.rl.bf16)
-    run.model.train(was_training)
-    w, metrics = correct(mode, logp_old, tokens.logp_old, tokens.c_mask, run.rl.is_min, run.rl.is_max)
-    if mode == "none":  # another engine, uncorrected: the mismatch is measured, the batch trains as sampled
+    was_training = model.training
+    model.eval()
+    logp_old = trainer_logprobs(model, tokens, learner.temperature, rl.bf16)
+    model.train(was_training)
+    w, metrics = correct(rl.correction, logp_old, tokens.logp_old, tokens.c_mask, rl.is_min, rl.is_max)
+    if rl.correction == "none":  # another engine, uncorrected: the mismatch is measured, the batch trains as sampled
         return tokens, None, metrics
     return dataclasses.replace(tokens, logp_old=logp_old), w, metrics

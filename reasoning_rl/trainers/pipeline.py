@@ -1,51 +1,35 @@
-"""Rounds requested ahead of the update: with `max_staleness` = k, round t+k is generated while update t runs.
+"""Rounds requested ahead of the update: with `max_staleness` = k >= 1, round t+k is made while update t runs.
 
-    pipe = RoundPipeline(rounds, sampler, n, k, seed, push_every)
+    pipe = RoundPipeline(rounds, sampler, n, k, seed, weights)
     pipe.prime(first, last, version, model, entries)  # before the first step: rounds not requested yet
     pipe.request(step, version, model, entries)       # the main thread, at fixed points of the loop (below)
-    pipe.take(step) -> RoundResult                    # waits for round `step` (generated and verified)
+    pipe.take(step) -> Round                          # waits for round `step` (generated and verified)
     pipe.state_dict() / load_state_dict(state)        # requested rounds travel in a checkpoint
     pipe.close()
 
-The schedule (loop.py), for step t:
-  k = 0   request(t) then take(t): round t is sampled from the weights after update t-1, made by the same
-          code on the calling thread (an in-process engine keeps its thread): the synchronous loop.
-  k >= 1  rounds 1..k are requested before step 1, from the initial weights. At step t, take(t), write its
-          ledger rows, then request(t+k) from the weights after update t-1, then run update t while a
-          producer thread generates and verifies round t+k. A sample trained at step t is then exactly
-          min(k, t-1) updates stale.
-A request fixes everything its round depends on when it is made: the weights (for k >= 1 a CPU copy,
-pushed to the engine before the round generates, only when they changed), the ledger's pass rates (a
-frozen copy for the sampler), and the seed of every generation call (from the run's seed and the
-step). So the trajectory does not depend on how the two threads interleave, and a resumed run
-continues it. Every sample carries the version of the weights that sampled it (`Sample.weight_version`).
-The producer is one thread: rounds are made in the order requested, and the sampler's RNG is drawn
-in that order. Verification shares the run's verifier pool, which takes one batch at a time.
-Not here: k >= 1 with an engine that shares the trainer's weights (hf), several producers, several ranks.
+The synchronous loop (k = 0) does not come here: it calls `Rounds.make` itself (loop.py). For k >= 1,
+rounds 1..k are requested before step 1, from the initial weights. At step t the loop takes round t,
+writes its ledger rows, requests round t+k from the weights after update t-1, then runs update t while
+the producer thread generates and verifies round t+k. A sample trained at step t is then exactly
+min(k, t-1) updates stale.
+A request fixes everything its round depends on when it is made: the weights (a CPU copy, pushed to
+the engine before the round generates, only when they changed), the ledger's pass rates (a frozen copy
+for the sampler), and the seed of every generation call (from the run's seed and the step). So the
+trajectory does not depend on how the two threads interleave, and a resumed run continues it. Every
+sample carries the version of the weights that sampled it (`Sample.weight_version`). The producer is
+one thread: rounds are made in the order requested, and the sampler's RNG is drawn in that order.
+Verification shares the run's verifier pool, which takes one batch at a time.
+Not here: an engine that shares the trainer's weights (hf), several producers, several ranks.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import copy
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from curricula import RefillStats
-
 from ..types import Group
-from .rounds import Rounds
-
-
-@dataclass
-class RoundResult:
-    """One round as the producer made it: kept groups, every generated group, refill stats, seconds. (The weights'
-    version is on every sample.)"""
-    step: int
-    batch: list[Group]
-    generated: list[Group]
-    refill: RefillStats
-    timing: dict[str, float]
+from .rounds import Round, Rounds, WeightSync, round_seed
 
 
 class _FrozenLedger:
@@ -71,57 +55,33 @@ class _Snapshot:
 
 
 class RoundPipeline:
-    def __init__(self, rounds: Rounds, sampler, n: int, max_staleness: int, seed: int, push_every: int = 1,
-                 shares_weights: bool = False, version: int = 0) -> None:
+    def __init__(self, rounds: Rounds, sampler, n: int, max_staleness: int, seed: int, weights: WeightSync) -> None:
+        assert max_staleness >= 1, "the synchronous loop makes its rounds itself"
         self.rounds, self.sampler, self.n = rounds, sampler, n
-        self.k, self.seed, self.push_every = max_staleness, seed, push_every
-        self.shares_weights = shares_weights  # the hf engine samples from the trained model itself
-        self.engine_version = version  # the version the engine holds once every request so far has run
+        self.k, self.seed, self.weights = max_staleness, seed, weights
         self.futures: dict[int, concurrent.futures.Future] = {}
         self.producer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rounds")
-
-    def _round_seed(self, step: int) -> int:
-        return self.seed * 1_000_003 + step
 
     def request(self, step: int, version: int, model, entries: dict) -> None:
         """Ask for round `step`, sampled from `model`, which has had `version` updates, drawing prompts by the
         ledger `entries` as they are now."""
         if step in self.futures:
             return
-        weights = None
-        # push_every > 1 (synchronous only) skips pushes; a resumed run (engine_version -1) pushes at once
-        due = version % self.push_every == 0 or self.engine_version < 0
-        if not self.shares_weights and version != self.engine_version and due:
-            # k = 0: the model does not change before the round is made (the main thread waits for it)
-            weights = model if self.k == 0 else _Snapshot(model.config, {
-                name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
-            self.engine_version = version
-        used = version if self.shares_weights else self.engine_version
-        if self.k == 0:  # made here, now: engines that compute in this process (hf, vllm) stay on its main thread
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            done.set_result(self._make(step, used, weights, _FrozenLedger(entries)))
-            self.futures[step] = done
-            return
-        self.futures[step] = self.producer.submit(self._make, step, used, weights, _FrozenLedger(entries))
+        snapshot = None
+        if self.weights.due(version):  # a copy: the model changes while the round is made
+            snapshot = _Snapshot(model.config, {name: t.detach().to("cpu", copy=True)
+                                                for name, t in model.state_dict().items()})
+        sampler = copy.copy(self.sampler)  # the same RNG, drawn in request order; the ledger as requested
+        sampler.ledger = _FrozenLedger(entries)
+        self.futures[step] = self.producer.submit(self.rounds.make, step, sampler, self.n,
+                                                  self.weights.held(version), round_seed(self.seed, step), snapshot)
 
     def prime(self, first: int, last: int, version: int, model, entries: dict) -> None:
-        """k >= 1: request rounds first..first+k-1 (up to `last`) that are not requested yet, from `model`."""
+        """Request rounds first..first+k-1 (up to `last`) that are not requested yet, from `model`."""
         for step in range(first, min(last, first + self.k - 1) + 1):
             self.request(step, version, model, entries)
 
-    def _make(self, step: int, version: int, weights, ledger: _FrozenLedger) -> RoundResult:  # producer (k >= 1)
-        t0 = time.perf_counter()
-        push = 0.0
-        if weights is not None:
-            self.rounds.engine.update_weights(weights)
-            push = time.perf_counter() - t0
-        sampler = copy.copy(self.sampler)  # the same RNG, drawn in request order; the ledger as requested
-        sampler.ledger = ledger
-        batch, generated, refill = self.rounds.fill(sampler, self.n, version, self._round_seed(step))
-        timing = dict(self.rounds.timing, push=push) if weights is not None else dict(self.rounds.timing)
-        return RoundResult(step, batch, generated, refill, timing)
-
-    def take(self, step: int) -> RoundResult:
+    def take(self, step: int) -> Round:
         """Round `step`, waiting for it if it is still being made; its error, if making it failed."""
         if step not in self.futures:
             raise RuntimeError(f"round {step} was never requested (rounds pending: {sorted(self.futures)})")

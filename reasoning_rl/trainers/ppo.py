@@ -30,6 +30,7 @@ from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean,
 from ..models import autocast
 from ..types import Group
 from . import loop
+from .algorithm import Learner, Net, adamw
 from .distributed import zero_loss
 from .offpolicy import correct_batch
 
@@ -89,35 +90,35 @@ class PPOBatch:
 class PPO:
     name = "ppo"
 
-    def setup(self, run: loop.Run):
-        self.critic = Critic(run.model)
-        opt_v, sched_v = loop.adamw(self.critic, run.rl.critic_lr, run.rl.warmup_steps)
-        self.critic_t = run.ranks.wrap(self.critic)  # DDP under a launcher
-        self.kl_ctl = AdaptiveKL(run.rl.beta, run.rl.kl_target, run.rl.kl_horizon)
-        net = loop.Net("critic", self.critic, self.critic_t, opt_v, sched_v, "grad_norm/critic")
-        return [net], {"kl": self.kl_ctl}
+    def setup(self, learner: Learner) -> tuple[list[Net], dict]:
+        rl = learner.rl
+        self.critic = Critic(learner.model)
+        opt_v, sched_v = adamw(self.critic, rl.critic_lr, rl.warmup_steps)
+        self.critic_t = learner.ranks.wrap(self.critic)  # DDP under a launcher
+        self.kl_ctl = AdaptiveKL(rl.beta, rl.kl_target, rl.kl_horizon)
+        return [Net("critic", self.critic, self.critic_t, opt_v, sched_v, "grad_norm/critic")], {"kl": self.kl_ctl}
 
-    def make_batch(self, run: loop.Run, groups: list[Group], m: dict) -> PPOBatch | None:
+    def make_batch(self, learner: Learner, groups: list[Group]) -> tuple[PPOBatch | None, dict[str, float]]:
         """Scored samples -> token rewards, V_old, (reference log-probs), GAE advantages and returns."""
-        p, tok, temperature = run.rl, run.tok, run.cfg.generation.temperature or 1.0
+        p, tok, model, m = learner.rl, learner.tok, learner.model, {}
         kept = [(g.prompt, s, r) for g in groups for s in g.samples
-                for r in [run.rounds.reward.combine(s.verdicts)]
+                for r in [learner.reward.combine(s.verdicts)]
                 if r is not None and s.token_ids and not (p.mask_truncated_completions and s.truncated)]
         batch = None
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
-                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=run.model.device)
-            b, is_weight, corr = correct_batch(run, b)  # engines that are not the trainer: its own pi_old
+                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=model.device)
+            b, is_weight, corr = correct_batch(learner, b)  # engines that are not the trainer: its own pi_old
             m.update(corr)
             B, T = b.c_ids.shape
             dev = b.c_ids.device
             R = torch.zeros(B, T, device=dev)
             R[torch.arange(B, device=dev), b.c_mask.sum(1).long() - 1] = torch.tensor([r for _, _, r in kept],
                                                                                       device=dev)  # last token
-            with torch.no_grad(), autocast(p.bf16, run.model):
+            with torch.no_grad(), autocast(p.bf16, model):
                 values_old = self.critic(b.p_ids, b.p_mask, b.c_ids, b.c_mask).float()  # (B, T)
-                lref = token_logprobs(run.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask, temperature=temperature) \
-                    if run.ref is not None else None
+                lref = token_logprobs(learner.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
+                                      temperature=learner.temperature) if learner.ref is not None else None
             if lref is not None:
                 m["kl"] = masked_mean(b.logp_old - lref, b.c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
                 if p.kl_in_reward:
@@ -125,31 +126,31 @@ class PPO:
             A, returns = gae(R, values_old, b.c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
             batch = PPOBatch(b, whiten(A, b.c_mask) if p.whiten_advantages else A, returns, values_old, lref,
                              is_weight)
-        if run.ref is not None and run.ranks.world > 1:  # one KL coefficient on every rank
-            kls = [x for x in run.ranks.gather([m.get("kl")]) if x is not None]
+        if learner.ref is not None and learner.ranks.world > 1:  # one KL coefficient on every rank
+            kls = [x for x in learner.ranks.gather([m.get("kl")]) if x is not None]
             if kls:
                 m["kl"] = sum(kls) / len(kls)
-        return batch
+        return batch, m
 
-    def minibatch(self, run: loop.Run, batch: PPOBatch, idx) -> dict[str, float]:
+    def minibatch(self, learner: Learner, batch: PPOBatch, idx) -> dict[str, float]:
         """Policy and critic gradients of the rows `idx`, accumulated over micro-batches of `micro_batch_size`."""
-        p, stats = run.rl, {}
+        p, ranks, stats = learner.rl, learner.ranks, {}
         micro = p.micro_batch_size or p.minibatch_size
         for k in range(0, len(idx), micro):
             sub = idx[k:k + micro]
             share = len(sub) / len(idx)  # accumulate: the micro-batch's share of the minibatch
             skip = k + micro < len(idx)  # DDP all-reduces on a minibatch's last micro-batch only
-            with run.ranks.no_sync(run.policy, skip), run.ranks.no_sync(self.critic_t, skip):
-                metrics = self._micro(run, batch, sub, share)
+            with ranks.no_sync(learner.policy.wrapped, skip), ranks.no_sync(self.critic_t, skip):
+                metrics = self._micro(learner, batch, sub, share)
             for key, val in metrics.items():
                 stats.setdefault(key, []).append(val)
         return {k: sum(v) / len(v) for k, v in stats.items()}
 
-    def _micro(self, run: loop.Run, batch: PPOBatch, sub, share: float) -> dict[str, float]:
-        p, b = run.rl, batch.tokens[sub]
-        with autocast(p.bf16, run.model):
-            logp, ent = token_logprobs(run.policy, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
-                                       temperature=run.cfg.generation.temperature or 1.0, return_entropy=True)
+    def _micro(self, learner: Learner, batch: PPOBatch, sub, share: float) -> dict[str, float]:
+        p, b = learner.rl, batch.tokens[sub]
+        with autocast(p.bf16, learner.model):
+            logp, ent = token_logprobs(learner.policy.wrapped, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
+                                       temperature=learner.temperature, return_entropy=True)
             v = self.critic_t(b.p_ids, b.p_mask, b.c_ids, b.c_mask)
         logp, ent, v = logp.float(), ent.float(), v.float()
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
@@ -165,13 +166,14 @@ class PPO:
         (vl.loss * share).backward()
         return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.c_mask)}
 
-    def touch(self, run: loop.Run) -> None:
-        zero_loss(run.policy, run.tok.bos_token_id)
-        zero_loss(self.critic_t, run.tok.bos_token_id, critic=True)
+    def touch(self, learner: Learner) -> None:
+        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)
+        zero_loss(self.critic_t, learner.tok.bos_token_id, critic=True)
 
-    def after_update(self, run: loop.Run, m: dict) -> None:
-        if run.rl.adaptive_kl and "kl" in m:
-            m["kl_coef"] = self.kl_ctl.update(m["kl"])
+    def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
+        if learner.rl.adaptive_kl and "kl" in metrics:
+            return {"kl_coef": self.kl_ctl.update(metrics["kl"])}
+        return {}
 
 
 def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,

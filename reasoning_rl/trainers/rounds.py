@@ -1,7 +1,10 @@
 """One round's rollouts: prompts -> sampled groups -> verified groups -> the batch an update trains on.
 
     make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | worker | vllm | openai)
-    Rounds.fill(sampler, n)            DAPO dynamic sampling: generate, verify, keep mixed groups, refill
+    Rounds.make(step, sampler, n, ...) -> Round
+                                       push the weights if given, then DAPO dynamic sampling: generate,
+                                       verify, keep mixed groups, refill; the round as a value
+    WeightSync(push_every, ...)        which weights the engine holds, and when to push new ones
     round_metrics(groups, ...)         reward, masking, group mix, lengths and sandbox use of a round
 
 Generation of a round is cut into `rollout_chunks`; each chunk is verified on a background
@@ -13,13 +16,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import os
 import random
 import time
 import weakref
+from dataclasses import dataclass
 
 import verifiers
-from curricula import apply_filters, fill_batch, group_stats
+from curricula import RefillStats, apply_filters, fill_batch, group_stats
 
 from ..configs import Config, RLConfig
 from ..device import resolve_threads
@@ -73,8 +78,51 @@ def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
     return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(it)) for s in g.samples]) for g in groups]
 
 
+@dataclass
+class Round:
+    """One round as it was made: the kept groups (what the update trains on), every generated group (the ledger's
+    and the archive's), the refill's stats, its seconds (rollout, verify, verify_busy, push), the seed of its
+    generation calls and how many calls it made. The weights' version is on every sample."""
+    step: int
+    batch: list[Group]
+    generated: list[Group]
+    refill: RefillStats
+    timing: dict[str, float]
+    seed: int | None
+    calls: int
+
+
+def round_seed(seed: int, step: int) -> int:
+    """The seed of round `step`'s generation calls: a function of the run's seed (plus the rank) and the step
+    alone, so a round's samples do not depend on when or on which thread it was made."""
+    return seed * 1_000_003 + step
+
+
+class WeightSync:
+    """Which weights the engine holds. The hf engine samples from the trained model itself (`shares`); another
+    engine gets the trainer's weights pushed before a round from a newer version, every `push_every` updates.
+    A resumed run starts at version -1 (unknown): its first round pushes."""
+
+    def __init__(self, shares: bool, push_every: int = 1, version: int = 0) -> None:
+        self.shares, self.push_every, self.version = shares, push_every, version
+
+    def due(self, version: int) -> bool:
+        """Whether a round from weights that have had `version` updates needs them pushed first (and, if so,
+        records that the engine then holds them)."""
+        if self.shares or version == self.version:
+            return False
+        if version % self.push_every != 0 and self.version >= 0:
+            return False  # push_every > 1 skips pushes (the engine samples from older weights)
+        self.version = version
+        return True
+
+    def held(self, version: int) -> int:
+        """The version a round's samples come from when the trainer is at `version`."""
+        return version if self.shares else self.version
+
+
 class Rounds:
-    """Generates and verifies rounds for one rank; `timing` holds the current round's seconds."""
+    """Generates and verifies rounds for one rank."""
 
     def __init__(self, rl: RLConfig, gen: SamplingConfig, engine, task: Task, reward, pool, rows_by_id: dict,
                  control_rng: random.Random) -> None:
@@ -82,58 +130,63 @@ class Rounds:
         self.task = task
         self.rows_by_id, self.control_rng = rows_by_id, control_rng
         self.verifying = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="verify")
-        self.timing: dict[str, float] = {}
-        self.generated: list[Group] = []
-        self.weight_version = 0  # updates the engine's weights have had (stamped on every sample)
-        self.round_seed: int | None = None  # seeds this round's generation calls (None: the engine's own RNG)
-        self.calls = 0  # generation calls of this round so far
 
     def keep(self, group: Group) -> bool:
         """DAPO dynamic sampling on the outcome's pass/fail."""
         return not self.rl.filter_mixed or bool(apply_filters([group], self.reward.outcome, ["mixed"])[0])
 
-    def _verify(self, groups: list[Group]) -> list[Group]:  # on the verification thread
+    def _verify(self, groups: list[Group], timing: dict[str, float]) -> list[Group]:  # on the verification thread
         t0 = time.perf_counter()
         out = attach(groups, self.task, self.reward, self.pool)
-        self.timing["verify_busy"] += time.perf_counter() - t0
+        timing["verify_busy"] += time.perf_counter() - t0
         return out
 
-    def generate(self, prompt_ids) -> list[Group]:
-        """One generation round in `rollout_chunks` chunks; time/verify counts only the wait after the last chunk
-        (what generation did not hide)."""
+    def _generate(self, prompt_ids, version: int, seed: int | None, calls, timing: dict[str, float]) -> list[Group]:
+        """One generation pass over `prompt_ids` in `rollout_chunks` chunks, each verified on the verification thread
+        while the next generates; time/verify counts only the wait after the last chunk (what generation did not
+        hide). `calls` numbers the generation calls of the round (each gets its own seed)."""
         rows = [dict(self.rows_by_id[p], prompt_id=p) for p in prompt_ids]
         size = -(-len(rows) // max(1, min(self.rl.rollout_chunks, len(rows))))
         futures = []
         for i in range(0, len(rows), size):
             sampling = self.sampling
-            if self.round_seed is not None:  # a seed per call: the samples do not depend on which thread ran first
-                sampling = dataclasses.replace(sampling, seed=random.Random(f"{self.round_seed}:{self.calls}")
-                                               .getrandbits(31))
-            self.calls += 1
+            call = next(calls)
+            if seed is not None:  # a seed per call: the samples do not depend on which thread ran first
+                sampling = dataclasses.replace(sampling, seed=random.Random(f"{seed}:{call}").getrandbits(31))
             t0 = time.perf_counter()
             chunk = self.engine.generate(rows[i:i + size], self.rl.group_size, sampling)
-            self.timing["rollout"] += time.perf_counter() - t0
+            timing["rollout"] += time.perf_counter() - t0
             chunk = [Group(g.prompt_id, g.prompt, g.task,
-                           [dataclasses.replace(x, weight_version=self.weight_version) for x in g.samples])
-                     for g in chunk]
-            futures.append(self.verifying.submit(self._verify, chunk))
+                           [dataclasses.replace(x, weight_version=version) for x in g.samples]) for g in chunk]
+            futures.append(self.verifying.submit(self._verify, chunk, timing))
         t1 = time.perf_counter()
         groups = [grp for f in futures for grp in f.result()]
-        self.timing["verify"] += time.perf_counter() - t1
+        timing["verify"] += time.perf_counter() - t1
         if self.rl.control == "shuffled_rewards":
             groups = shuffle_verdicts(groups, self.control_rng)
-        self.generated.extend(groups)
         return groups
 
-    def fill(self, sampler, n: int, weight_version: int = 0, seed: int | None = None):
-        """(kept groups, every generated group, refill stats) of one round of `n` prompts on this rank, sampled
-        by weights that have had `weight_version` updates; `timing` then holds the round's seconds."""
-        self.timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0}
-        self.generated = []
-        self.weight_version, self.round_seed, self.calls = weight_version, seed, 0
-        batch, refill = fill_batch(sampler.sample, self.generate, self.keep, n,
+    def make(self, step: int, sampler, n: int, version: int = 0, seed: int | None = None, weights=None) -> Round:
+        """Round `step` of `n` prompts on this rank, sampled by weights that have had `version` updates: `weights`
+        (a model or a snapshot of one) are pushed to the engine first when given; the sampler draws the prompts
+        (refilled while groups are unmixed, up to max_refill_rounds); `seed` seeds each generation call (None:
+        the engine's own RNG)."""
+        timing = {"rollout": 0.0, "verify": 0.0, "verify_busy": 0.0}
+        if weights is not None:
+            t0 = time.perf_counter()
+            self.engine.update_weights(weights)
+            timing["push"] = time.perf_counter() - t0
+        generated: list[Group] = []
+        calls = itertools.count()
+
+        def generate(prompt_ids) -> list[Group]:
+            groups = self._generate(prompt_ids, version, seed, calls, timing)
+            generated.extend(groups)
+            return groups
+
+        batch, refill = fill_batch(sampler.sample, generate, self.keep, n,
                                    self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
-        return batch, self.generated, refill
+        return Round(step, batch, generated, refill, timing, seed, next(calls))
 
     def close(self) -> None:
         self.verifying.shutdown(wait=True)
