@@ -14,7 +14,7 @@ import sys
 from .cli_args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args,
                        add_run_dir_args, add_split_arg, add_task_args, check_model, claim_output_dir, cmd, load_config, load_task,
                        set_threads as _set_threads, version)
-from .cli_data import (_fresh_pairs, _sft_on_target, cmd_curate, cmd_eval, cmd_pairs, cmd_reverify,
+from .cli_data import (_sft_on_target, cmd_curate, cmd_eval, cmd_pairs, cmd_reverify,
                        cmd_task_check)
 from .errors import UserError
 
@@ -82,26 +82,31 @@ def cmd_sft(args) -> int:
     return 0
 
 
-def cmd_train_grpo(args) -> int:
+def cmd_train(args) -> int:
+    """`train grpo|ppo|dpo`: the config and the data checked before anything loads, the run directory claimed,
+    then the trainer; one line of results."""
     cfg = load_config(args)
     check_model(cfg)
-    cfg = claim_output_dir(cfg, args, "grpo")
+    pairs = None
+    if args.algorithm == "dpo" and args.pairs:
+        from .cli_verifiers import read_rows
+        from .trainers.dpo import check_pairs
+
+        pairs = check_pairs(read_rows(args.pairs), f"--pairs {args.pairs!r}")
+    cfg = claim_output_dir(cfg, args, args.algorithm)
+    if args.algorithm == "dpo":
+        from .trainers.dpo import train_dpo
+
+        r = train_dpo(cfg, pairs, backend=args.backend)
+        if r.accuracy_after is not None:  # rank 0 reports
+            print(f"dpo ({r.backend}, {r.pairs} pairs): margin {r.metrics['rewards/margins']:+.4f}  pair accuracy "
+                  f"{r.metrics['rewards/accuracies']:.3f}  held-out accuracy {r.accuracy_before:.3f} -> "
+                  f"{r.accuracy_after:.3f}")
+        return 0
     from .trainers.grpo import train_grpo
-
-    history, _, _ = train_grpo(cfg, resume=args.resume)
-    accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
-    if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
-        print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
-    return 0
-
-
-def cmd_train_ppo(args) -> int:
-    cfg = load_config(args)
-    check_model(cfg)
-    cfg = claim_output_dir(cfg, args, "ppo")
     from .trainers.ppo import train_ppo
 
-    history, _, _ = train_ppo(cfg, resume=args.resume)
+    history, _, _ = (train_grpo if args.algorithm == "grpo" else train_ppo)(cfg, resume=args.resume)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
         print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
@@ -113,64 +118,6 @@ def cmd_train_prm(args) -> int:
     from .prm import train_prm
 
     train_prm(cfg)
-    return 0
-
-
-def cmd_train_dpo(args) -> int:
-    cfg = load_config(args)
-    import os
-
-    from .cli_verifiers import read_rows
-    from .lora import maybe_lora, save_final
-    from .models import load_policy
-    from .trainers.distributed import Ranks
-    from .trainers.dpo import train_dpo_ours, train_dpo_trl
-
-    pair_rows = read_rows(args.pairs) if args.pairs else None
-    for i, r in enumerate(pair_rows or []):
-        missing = [c for c in ("prompt", "chosen", "rejected") if not isinstance(r, dict) or c not in r]
-        if missing:
-            raise UserError(f"--pairs {args.pairs!r}: row {i} has no {missing[0]!r} column "
-                            f"(a pair needs prompt, chosen, rejected; columns: {sorted(r) if isinstance(r, dict) else r})")
-    if pair_rows is not None and not pair_rows:
-        raise UserError(f"--pairs {args.pairs!r} has no rows")
-    task = load_task(cfg)
-    cfg = claim_output_dir(cfg, args, "dpo")
-    _set_threads(cfg)
-    ranks = Ranks()  # under `accelerate launch`: each rank samples its share of the prompts; rank 0 reports
-    model, tok = ranks.main_first(load_policy, cfg)
-    model = maybe_lora(model, cfg)  # with adapters, DPO's reference is the base model with them disabled
-    train_rows, test_rows = task.train, task.test
-    if pair_rows is not None:
-        rows = pair_rows
-    else:
-        from .pairs import PairConfig
-
-        mine = train_rows[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
-        pairs, summary = _fresh_pairs(cfg, model, tok, task, mine, cfg.dpo.group_size, PairConfig(),
-                                      log=ranks.logger(print))
-        pairs = ranks.gather(pairs)  # every rank trains on the same pairs in the same order
-        if ranks.main:
-            print(f"pairs: {json.dumps(summary)}" + (f" (rank 0's share; {len(pairs)} pairs from {ranks.world} "
-                                                       f"ranks)" if ranks.world > 1 else ""))
-        rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
-    if not rows:
-        print("train dpo: no pairs (no prompt had both a pass and a fail)", file=sys.stderr)
-        return 2
-    evals = test_rows[: cfg.eval.size]
-    max_tokens = cfg.generation.max_tokens
-    acc0 = task.evaluate(model, tok, evals, max_new_tokens=max_tokens) if ranks.main else None
-    backend = args.backend or cfg.dpo.backend
-    if backend == "trl":
-        m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"))
-    else:
-        m = train_dpo_ours(cfg, model, tok, rows)
-    if not ranks.main:
-        return 0
-    acc1 = task.evaluate(model, tok, evals, max_new_tokens=max_tokens)
-    save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
-    print(f"dpo ({backend}, {len(rows)} pairs): margin {m['rewards/margins']:+.4f}  pair accuracy "
-          f"{m['rewards/accuracies']:.3f}  held-out accuracy {acc0:.3f} -> {acc1:.3f}")
     return 0
 
 
@@ -199,13 +146,13 @@ def _add_train_commands(sub) -> None:
     add_config_args(q)
     add_task_args(q, verifier=True)
     add_run_dir_args(q)
-    q.set_defaults(func=cmd_train_grpo)
+    q.set_defaults(func=cmd_train)
     q = cmd(tsub, "ppo", "PPO (critic + GAE) under the outcome verifier on the configured tasks",
              "reasoning-rl train ppo --set output_dir=runs/p1 --set ppo.steps=20")
     add_config_args(q)
     add_task_args(q, verifier=True)
     add_run_dir_args(q)
-    q.set_defaults(func=cmd_train_ppo)
+    q.set_defaults(func=cmd_train)
     q = cmd(tsub, "prm", "the tiny process reward model on generated step-by-step solutions",
              "reasoning-rl train prm --set prm.steps=200")
     add_config_args(q)
@@ -217,7 +164,7 @@ def _add_train_commands(sub) -> None:
     add_run_dir_args(q, resume=False)
     q.add_argument("--pairs", help="pairs file/dir (prompt, chosen, rejected); default: sample fresh pairs")
     q.add_argument("--backend", choices=["ours", "trl"], help="overrides dpo.backend")
-    q.set_defaults(func=cmd_train_dpo)
+    q.set_defaults(func=cmd_train)
 
 
 def _add_data_commands(sub) -> None:

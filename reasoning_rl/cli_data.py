@@ -67,20 +67,6 @@ def cmd_curate(args) -> int:
     return 0
 
 
-def _fresh_pairs(cfg, model, tok, task, rows, n, pair_cfg, log=print):
-    import verifiers
-
-    from .curate import sample_verified
-    from .pairs import build_pairs
-    from .rollout import SamplingConfig
-
-    groups = sample_verified(model, tok, task, rows, n, SamplingConfig(temperature=cfg.generation.temperature,
-                                                                       max_tokens=cfg.generation.max_tokens,
-                                                                       seed=cfg.seed), log=log)
-    return build_pairs(groups, task.outcome, pair_cfg, policy=cfg.model.name_or_path,
-                       verifier_version=verifiers.get(task.outcome).version)
-
-
 def _pair_config(args):
     from . import config as _config
     from .pairs import PairConfig
@@ -116,10 +102,12 @@ def cmd_pairs(args) -> int:
         verifiers.get(outcome)  # an unknown name: one line listing the valid ones
         pairs, summary = build_pairs(read_archive(args.archive), outcome, pair_cfg, policy=args.archive)
     else:
+        from .curate import sample_pairs
+
         task, rows = load_task(cfg, args.split, args.limit)
         _set_threads(cfg)
         model, tok = load_policy(cfg)
-        pairs, summary = _fresh_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
+        pairs, summary = sample_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
     write_pairs(pairs, args.output)
     print(json.dumps(summary))
     return 0

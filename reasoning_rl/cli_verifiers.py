@@ -6,7 +6,6 @@ Torch-free: they use only the `verifiers` package and the standard library (plus
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections import Counter, defaultdict
 

@@ -36,6 +36,21 @@ def sample_verified(model, tokenizer, task: Task, rows: Sequence[dict], n: int, 
     return out
 
 
+def sample_pairs(cfg, model, tokenizer, task: Task, rows: Sequence[dict], n: int, pair_cfg, log=print):
+    """(pairs, summary): `n` samples per row at the configured temperature, verified by the task's outcome, paired
+    passed-against-failed within each prompt (`pairs.build_pairs`)."""
+    import verifiers
+
+    from .pairs import build_pairs
+
+    gen = cfg.generation
+    groups = sample_verified(model, tokenizer, task, rows, n,
+                             SamplingConfig(temperature=gen.temperature, max_tokens=gen.max_tokens, seed=cfg.seed),
+                             log=log)
+    return build_pairs(groups, task.outcome, pair_cfg, policy=cfg.model.name_or_path,
+                       verifier_version=verifiers.get(task.outcome).version)
+
+
 def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling: SamplingConfig,
            ledger_path: str | None = None, batch_prompts: int = 64, log=print) -> list[dict]:
     """The rows with pass-rate columns from G verified samples each (masked samples are not attempts)."""

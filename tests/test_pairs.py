@@ -116,3 +116,25 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
                                                                                 theirs["rewards/margins"])
     assert abs(ours["rewards/accuracies"] - theirs["rewards/accuracies"]) < 0.1
     assert after > before + 0.03, (before, after)
+
+
+@pytest.mark.timeout(300)
+def test_train_dpo_from_python_trains_on_given_pairs_scores_and_saves(tmp_path):
+    """The trainer a user calls from Python (the CLI's `train dpo` calls the same): given pairs, our backend, the
+    held-out accuracy before and after, the model saved under dpo_ours; a row that is not a pair is one line."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.errors import UserError
+    from reasoning_rl.trainers.dpo import train_dpo
+
+    cfg = config.load(Config, overrides=["model.sft_warm_start=false", "model.tiny.num_layers=1", "eval.size=8",
+                                         "dpo.lr=1e-2", "dpo.batch_size=8", "dpo.epochs=3",
+                                         f"output_dir={tmp_path}"])
+    rows = [{"prompt": f"{a}+{a}=", "chosen": str(2 * a), "rejected": str(2 * a + 1)} for a in range(16)]
+    r = train_dpo(cfg, rows, log=lambda *_: None)
+    assert (r.backend, r.pairs) == ("ours", 16)
+    assert r.metrics["rewards/margins"] > 0 and r.metrics["rewards/accuracies"] > 0.5
+    assert 0.0 <= r.accuracy_before <= 1.0 and 0.0 <= r.accuracy_after <= 1.0
+    assert (tmp_path / "dpo_ours" / "config.json").is_file()
+    with pytest.raises(UserError, match="pairs: row 1 has no 'rejected' column"):
+        train_dpo(cfg, rows[:1] + [{"prompt": "1+1=", "chosen": "2"}])

@@ -1,5 +1,10 @@
 """DPO on verified pairs: our loop, or TRL's DPOTrainer on the very same dataset.
 
+    train_dpo(cfg, pairs=None) -> DPOResult    the trainer: pairs given (rows of prompt, chosen, rejected) or
+                                               sampled from the policy and verified; held-out accuracy before
+                                               and after; the model saved to output_dir/dpo_<backend>
+    train_dpo_ours / train_dpo_trl             the update itself, on the same rows
+
 Ours: a frozen reference copy of the starting policy, response-only sequence log-probs
 (`logprobs.token_logprobs`, completion = chosen/rejected text + EOS, as TRL tokenises it),
 `losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen responses' NLL averaged over all their tokens
@@ -14,9 +19,11 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from ..configs import Config
+from ..errors import UserError
 from ..logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
 from ..lora import is_lora, reference_of
 from ..losses import dpo_sigmoid, rpo_nll
@@ -118,3 +125,83 @@ def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str
     trainer.train()
     model.eval()
     return margins(model, ref or reference_of(model), tok, rows, d.beta)
+
+
+@dataclass
+class DPOResult:
+    """What a DPO run did. `metrics`: reward margins and pair accuracy on the training pairs; the accuracies are the
+    task's held-out greedy accuracy before and after (None on ranks other than 0)."""
+    backend: str
+    pairs: int
+    metrics: dict[str, float]
+    accuracy_before: float | None
+    accuracy_after: float | None
+    model: Any
+    tokenizer: Any
+
+
+def check_pairs(rows: Sequence, source: str = "pairs") -> list[dict]:
+    """The rows as pairs, or one line naming the first row that is not one (a pair: prompt, chosen, rejected)."""
+    for i, r in enumerate(rows):
+        missing = [c for c in ("prompt", "chosen", "rejected") if not isinstance(r, dict) or c not in r]
+        if missing:
+            raise UserError(f"{source}: row {i} has no {missing[0]!r} column "
+                            f"(a pair needs prompt, chosen, rejected; columns: {sorted(r) if isinstance(r, dict) else r})")
+    if not rows:
+        raise UserError(f"{source} has no rows")
+    return [dict(r) for r in rows]
+
+
+def _sampled_pairs(cfg: Config, model, tok, task, ranks: Ranks, log) -> list[dict]:
+    """Pairs from the policy's own verified samples: each rank samples its share of the first dpo.sample_prompts
+    training prompts; every rank then trains on all of them, in the same order."""
+    import json
+
+    from ..curate import sample_pairs
+    from ..pairs import PairConfig
+
+    mine = task.train[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
+    pairs, summary = sample_pairs(cfg, model, tok, task, mine, cfg.dpo.group_size, PairConfig(), log=log)
+    pairs = ranks.gather(pairs)
+    log(f"pairs: {json.dumps(summary)}" + (f" (rank 0's share; {len(pairs)} pairs from {ranks.world} ranks)"
+                                           if ranks.world > 1 else ""))
+    if not pairs:
+        raise UserError("no pairs: no sampled prompt had both a pass and a fail; give --pairs, or more "
+                        "dpo.sample_prompts or a larger dpo.group_size")
+    return [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
+
+
+def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | None = None,
+              log: Callable[[str], None] = print) -> DPOResult:
+    """DPO as configured (section `dpo`) on `pairs`, or on pairs sampled from the policy and verified by the task's
+    outcome when None. backend: `ours` or `trl` (default dpo.backend). The policy is scored greedily on the task's
+    held-out rows before and after, and saved to output_dir/dpo_<backend> (rank 0)."""
+    import torch
+
+    from ..device import resolve_threads
+    from ..lora import maybe_lora, save_final
+    from ..models import load_policy, load_tokenizer
+    from ..task import Task
+
+    rows = check_pairs(pairs) if pairs is not None else None
+    backend = backend or cfg.dpo.backend
+    task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
+    task.render(load_tokenizer(cfg))
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    ranks = Ranks()
+    log = ranks.logger(log)
+    model, tok = ranks.main_first(load_policy, cfg)
+    model = maybe_lora(model, cfg)  # with adapters, DPO's reference is the base model with them disabled
+    if rows is None:
+        rows = _sampled_pairs(cfg, model, tok, task, ranks, log)
+    evals, max_tokens = task.test[: cfg.eval.size], cfg.generation.max_tokens
+    before = task.evaluate(model, tok, evals, max_new_tokens=max_tokens) if ranks.main else None
+    if backend == "trl":
+        m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"), log=log)
+    else:
+        m = train_dpo_ours(cfg, model, tok, rows, log=log)
+    after = None
+    if ranks.main:
+        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens)
+        save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
+    return DPOResult(backend, len(rows), m, before, after, model, tok)
