@@ -90,3 +90,34 @@ def test_the_cycle_check_sees_function_local_imports(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__("tests.test_imports", fromlist=["ROOT"]), "ROOT", tmp_path)
     graph = _internal_imports()
     assert "curricula.a" in graph["curricula.b"] and "curricula.b" in graph["curricula.a"]
+
+
+# The layers, lowest first (docs/architecture.md, "Layers"): a module imports from its own layer or a lower one.
+#   0  reasoning_rl.types, .registry, .errors (and the package's light __init__): the types at the seams
+#   1  sandboxes
+#   2  verifiers, curricula
+#   3  the rest of reasoning_rl: tasks, models, engines, trainers, the CLI
+BOTTOM = ("reasoning_rl", "reasoning_rl.types", "reasoning_rl.registry", "reasoning_rl.errors")
+LAYER_OF_PACKAGE = {"sandboxes": 1, "verifiers": 2, "curricula": 2, "reasoning_rl": 3}
+
+
+def _layer(module: str) -> int:
+    return 0 if module in BOTTOM else LAYER_OF_PACKAGE[module.split(".")[0]]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts if _layer(t) > _layer(m))
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    graph = _internal_imports()
+    assert _layer("verifiers.code") == _layer("curricula.ledger") == 2 and _layer("reasoning_rl.trainers.loop") == 3
+    assert _layer("reasoning_rl.types") == 0 and _layer("sandboxes.plain") == 1
+    assert upward_imports(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    graph = _internal_imports()
+    graph["verifiers.judge"] = graph["verifiers.judge"] | {"reasoning_rl.models"}  # a verifier reaching into torch code
+    graph["reasoning_rl.types"] = graph["reasoning_rl.types"] | {"curricula.ledger"}
+    assert upward_imports(graph) == ["reasoning_rl.types -> curricula.ledger", "verifiers.judge -> reasoning_rl.models"]

@@ -208,7 +208,7 @@ class JudgeVerifier(Verifier):
         raise JudgeUnavailable(f"judge endpoint {url} failed {c.retries + 1} times (last: {last})")
 
     def _ask_hf(self, text: str) -> tuple[str, dict]:
-        from reasoning_rl.model_backends import generate_reply, load_causal_lm
+        from .model_backends import generate_reply, load_causal_lm
 
         if self._local is None:
             self._local = load_causal_lm(self.config.model)

@@ -84,7 +84,7 @@ class PRMVerifier(Verifier):
 
     def _load(self):
         if self._loaded is None:
-            from reasoning_rl.model_backends import load_prm
+            from .model_backends import load_prm
 
             if not self.config.model:
                 raise ValueError("prm: PRMConfig.model must name a trained PRM (see `reasoning-rl train prm`)")
@@ -101,7 +101,7 @@ class PRMVerifier(Verifier):
         return ids, ends
 
     def step_scores(self, prompts: Sequence[str], completions: Sequence[str]) -> list[list[float]]:
-        from reasoning_rl.model_backends import prm_step_probabilities
+        from .model_backends import prm_step_probabilities
 
         model, tok = self._load()
         c = self.config
