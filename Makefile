@@ -24,7 +24,7 @@ demo: setup
 	$(BIN)/reasoning-rl demo
 
 test: setup $(if $(CI),vllm-env,)
-	$(BIN)/python -m pytest -q $(PYTEST_MARK)
+	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_MARK)
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
