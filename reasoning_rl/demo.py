@@ -124,8 +124,8 @@ def run_demo(cfg: Config, log=print) -> dict:
         f"({100 * (acc1 - acc0):+.1f} points); plot {png}")
     if acc1 - acc0 < 0.20:
         log("== the demo's goal is +20 points over the SFT start; this run is short of it. The gain comes from "
-            "RL choosing the worked solutions the SFT model can also write (sft.worked_fraction > 0; README, "
-            "'The two commands'); with too few rounds or no worked solutions in the SFT data it is smaller.")
+            "RL choosing the worked solutions the SFT model can also write (sft.worked_fraction > 0; docs/results.md, "
+            "'From the README: The two commands'); with too few rounds or no worked solutions in the SFT data it is smaller.")
     else:
         log("== goal met: +20 points or more over the SFT start on held-out prompts")
     return {"accuracy_before": acc0, "accuracy_after": acc1, "plot": png}

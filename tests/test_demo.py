@@ -2,7 +2,7 @@
 
 The default SFT start shows its work on about a quarter of its samples and answers directly
 otherwise; greedy decoding answers directly. GRPO under the `math` verifier finds that the
-worked solutions pass more often, and held-out accuracy follows (README, "The two commands").
+worked solutions pass more often, and held-out accuracy follows (docs/results.md).
 """
 import json
 import re

