@@ -50,8 +50,8 @@ def cmd_curate(args) -> int:
     task, rows = load_task(cfg, args.split, args.limit)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    sampling = SamplingConfig(temperature=args.temperature, max_tokens=args.max_tokens or cfg.generation.max_tokens,
-                              seed=cfg.seed)
+    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature,
+                                 max_tokens=args.max_tokens or cfg.generation.max_tokens, seed=cfg.seed)
     out = curate(model, tok, task, rows, args.n, sampling, ledger_path=args.ledger)
     write_rows(out, args.output)
     scored = [r for r in out if r["pass_rate"] is not None]
@@ -129,7 +129,7 @@ def cmd_eval(args) -> int:
     os.makedirs(cfg.output_dir, exist_ok=True)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    sampling = SamplingConfig(temperature=args.temperature, max_tokens=cfg.generation.max_tokens, seed=cfg.seed)
+    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
     res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy)
     described = task.describe(task.outcome_reward())
     with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:

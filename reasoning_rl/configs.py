@@ -335,7 +335,7 @@ class PPOConfig(RLConfig):
     gamma: float = knob(1.0, "GAE discount (1.0 for outcome rewards on short completions)", min=0.0, max=1.0)
     lam: float = knob(0.95, "GAE lambda", min=0.0, max=1.0)
     vf_clip: float = knob(0.2, "value clip range around the old values (0 = unclipped); TRL cliprange_value", min=0.0)
-    ent_coef: float = knob(0.0, "entropy bonus coefficient", min=0.0)
+    entropy_coef: float = knob(0.0, "entropy bonus coefficient (the policy loss gains -coef * H, as GRPO's)", min=0.0)
     kl_in_reward: bool = knob(True, "beta's KL as per-token reward shaping (classic RLHF PPO); False = the KL "
                                      "estimator in the loss. Never both")
     adaptive_kl: bool = knob(False, "adapt beta towards kl_target (Ziegler et al. 2019; docs/algorithms.md §kl)")
@@ -414,5 +414,5 @@ class Config:
         "grpo.eval_size": "eval.size", "ppo.eval_size": "eval.size", "sft.eval_size": "eval.size",
         "dpo.eval_size": "eval.size", "ppo.samples_per_prompt": "ppo.group_size",
         "ppo.eps": "ppo.eps_low and ppo.eps_high", "ppo.kl_coef": "ppo.beta", "ppo.num_epochs": "ppo.num_iterations",
-        "dpo.samples_per_prompt": "dpo.group_size",
+        "dpo.samples_per_prompt": "dpo.group_size", "ppo.ent_coef": "ppo.entropy_coef",
     }

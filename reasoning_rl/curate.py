@@ -45,7 +45,7 @@ def sample_pairs(cfg, model, tokenizer, task: Task, rows: Sequence[dict], n: int
 
     gen = cfg.generation
     groups = sample_verified(model, tokenizer, task, rows, n,
-                             SamplingConfig(temperature=gen.temperature, max_tokens=gen.max_tokens, seed=cfg.seed),
+                             SamplingConfig.of(gen, seed=cfg.seed),
                              log=log)
     return build_pairs(groups, task.outcome, pair_cfg, policy=cfg.model.name_or_path,
                        verifier_version=verifiers.get(task.outcome).version)

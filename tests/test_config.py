@@ -25,6 +25,7 @@ BAD = [
     (["grpo.max_tokens=16"], "'grpo.max_tokens' (value 16) is now 'generation.max_tokens'"),
     (["ppo.samples_per_prompt=4"], "is now 'ppo.group_size'"),
     (["sft.eval_size=10"], "is now 'eval.size'"),
+    (["ppo.ent_coef=0.01"], "is now 'ppo.entropy_coef'"),  # one name for one thing: GRPO's
     # choices typed as Literal
     (["grpo.loss_type=dpo"], "grpo.loss_type: value 'dpo' is not one of ['grpo', 'dr_grpo', 'dapo', 'bnpo', 'cispo']"),
     (["ppo.engine=tgi"], "ppo.engine: value 'tgi' is not one of ['hf', 'worker', 'vllm', 'openai']"),

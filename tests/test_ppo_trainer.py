@@ -25,7 +25,7 @@ def test_ppo_loop_mechanics(tmp_path, kl_in_reward):
         f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1",
         "ppo.steps=2", "ppo.prompts_per_step=4", "ppo.group_size=2", "eval.size=20", "ppo.eval_every=1",
         "ppo.minibatch_size=4", "ppo.micro_batch_size=2", "ppo.train_prompts=32", "ppo.verifier_workers=1",
-        f"ppo.kl_in_reward={str(kl_in_reward).lower()}", "ppo.adaptive_kl=true", "ppo.ent_coef=0.01"])
+        f"ppo.kl_in_reward={str(kl_in_reward).lower()}", "ppo.adaptive_kl=true", "ppo.entropy_coef=0.01"])
     history, model, tok = train_ppo(cfg, log=lambda *_: None)
     assert [h["step"] for h in history] == [1, 2]
     for key in ("reward/mean", "loss/policy", "loss/value", "value/mean", "entropy", "kl", "kl_coef",

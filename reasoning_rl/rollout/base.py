@@ -10,26 +10,33 @@ model and reports mean and max |delta log p|: the check a trainer runs on any en
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from ..config import knob
+from ..configs import GenerationConfig
 from ..logprobs import pad_completions, pad_prompts, token_logprobs
 from ..types import Group
 
 
 @dataclass(frozen=True)
-class SamplingConfig:
-    temperature: float = knob(1.0, "sampling temperature; 0 = greedy", min=0.0)
-    top_p: float = knob(1.0, "nucleus sampling mass", min=0.0, max=1.0)
+class SamplingConfig(GenerationConfig):
+    """One engine call's sampling: the generation config's knobs (temperature, top_p, max_tokens, declared there
+    once) and what a call adds. `SamplingConfig.of(cfg.generation, seed=...)` takes a run's."""
     top_k: int = knob(0, "keep the k most likely tokens (0 = off)", min=0)
-    max_tokens: int = knob(16, "longest completion in tokens", min=1)
     stop: tuple[str, ...] = knob((), "stop strings (the stop string is not part of the completion)")
     seed: int | None = knob(None, "sampling seed (None = not reseeded)")
     chat: bool = knob(False, "apply the tokenizer's chat template to each prompt")
     share_prefill: bool = knob(True, "hf engine: run each prompt through the model once for all its samples and copy "
                                      "its cache (the same tokens, log-probs equal up to float noise); off = every "
                                      "sample its own prompt pass")
+
+    @classmethod
+    def of(cls, gen: GenerationConfig, **call: Any) -> "SamplingConfig":
+        """The generation config `gen` with one call's own knobs (`seed`, `stop`, `chat`, ...), which may also
+        override its own (a command's --temperature)."""
+        return cls(**{**{f.name: getattr(gen, f.name) for f in dataclasses.fields(GenerationConfig)}, **call})
 
 
 @dataclass(frozen=True)

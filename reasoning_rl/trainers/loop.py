@@ -157,8 +157,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
     gen = cfg.generation
     # the tiny model's prompts are a few characters: sharing their pass saves nothing, and its published trajectory
     # was sampled without it (the float noise of another batch shape moves it after ~35 rounds)
-    sampling = SamplingConfig(temperature=gen.temperature, top_p=gen.top_p, max_tokens=gen.max_tokens,
-                              share_prefill=cfg.model.name_or_path != "tiny")
+    sampling = SamplingConfig.of(gen, share_prefill=cfg.model.name_or_path != "tiny")
     rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), task, reward, pool, by_id,
                     random.Random(cfg.seed + 7919))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")

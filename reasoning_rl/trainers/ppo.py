@@ -5,7 +5,7 @@ What is PPO's own (the loop, `loop.py`, samples, verifies, records, evaluates an
     r_t -= beta * (log pi_old - log pi_ref) on every token (else the KL estimator in the loss, never both);
     V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (docs/algorithms.md §gae);
     A whitened over the batch's tokens (§gae); masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
-  - the update: policy loss = PPO clip (- ent_coef * entropy), critic loss = clipped value loss (§gae);
+  - the update: policy loss = PPO clip (- entropy_coef * entropy), critic loss = clipped value loss (§gae);
     each model its own optimiser and gradient clip (the loop's `Net`s); micro-batches accumulate;
   - after the update: the adaptive KL controller (§kl).
 
@@ -159,8 +159,8 @@ class PPO:
                        beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator,
                        is_weight=None if batch.is_weight is None else batch.is_weight[sub])
         loss = pol.loss
-        if p.ent_coef > 0:
-            loss = loss + p.ent_coef * entropy_bonus(ent, b.c_mask).loss
+        if p.entropy_coef > 0:
+            loss = loss + p.entropy_coef * entropy_bonus(ent, b.c_mask).loss
         vl = value_loss(v, batch.returns[sub], b.c_mask, values_old=batch.values_old[sub], clip_range=p.vf_clip or None)
         (loss * share).backward()
         (vl.loss * share).backward()
