@@ -37,6 +37,20 @@ def new_run_dir(command: str, root: str = "runs") -> str:
     return path
 
 
+def recover_checkpoint(output_dir: str, name: str = "checkpoint") -> None:
+    """After a checkpoint save that was killed (trainers/checkpoint.py writes `name.tmp-PID`, moves the previous one
+    to `name.old-PID`, renames the new one into place, then removes the old): put the previous checkpoint back if
+    the new one never took its place, and remove the leftovers (a temporary copy, possibly partial)."""
+    import glob
+
+    final = os.path.join(output_dir, name)
+    aside = sorted(glob.glob(f"{glob.escape(final)}.old-*"), key=os.path.getmtime)
+    if not os.path.exists(final) and aside:
+        os.replace(aside.pop(), final)  # the new one never arrived: the previous one is the checkpoint
+    for leftover in aside + glob.glob(f"{glob.escape(final)}.tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = False, key: str = "output_dir",
           checkpoint_name: str = "checkpoint") -> str:
     """The directory this run may write to (see the module docstring); raises UserError naming `key`."""
@@ -50,6 +64,7 @@ def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = Fa
         raise UserError(f"{key}: {path!r} is a file, not a directory")
     present = run_files(path) if os.path.isdir(path) else []
     if resume:
+        recover_checkpoint(path, checkpoint_name)
         if not os.path.exists(os.path.join(path, checkpoint_name, "state.pt")):
             raise UserError(f"--resume: {key} {path!r} holds no checkpoint ({checkpoint_name}/state.pt); "
                             "start without --resume")

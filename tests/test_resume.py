@@ -92,3 +92,80 @@ def test_killed_run_resumes_on_the_same_trajectory(tmp_path, cache, algo):
         assert eb["kl"]["coef"] == pytest.approx(ea["kl"]["coef"], rel=1e-6) and ea["kl"]["coef"] != 0.02
     na = len((a / "archive.jsonl").read_text().splitlines())
     assert na == len((b / "archive.jsonl").read_text().splitlines()) == 6 * 6 * 4
+
+
+SAVER = """
+import sqlite3, sys
+import torch
+from reasoning_rl.trainers import checkpoint
+
+out = sys.argv[1]
+m = torch.nn.Linear(256, 256)
+opt = torch.optim.AdamW(m.parameters())
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+conn = sqlite3.connect(":memory:")
+step = 0
+while True:
+    step += 1
+    with torch.no_grad():
+        m.weight.fill_(step)
+    checkpoint.save(out, step, m, opt, sched, {}, conn, ())
+    print(step, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_checkpoint_killed_mid_save_leaves_the_previous_or_the_new_one(tmp_path):
+    """SIGKILL a process that saves checkpoints back to back, at random moments: what is left is always a whole
+    checkpoint (the last one reported saved, or the one being saved), and no temporary or set-aside copy remains."""
+    import random
+
+    from reasoning_rl.trainers import checkpoint
+
+    rng = random.Random(0)
+    out = tmp_path / "run"
+    out.mkdir()
+    outcomes = set()
+    for trial in range(4):
+        proc = subprocess.Popen([PY, "-c", SAVER, str(out)], stdout=subprocess.PIPE, text=True, env=run_env())
+        last = int(proc.stdout.readline())  # one save done in this process
+        time.sleep(rng.uniform(0.0, 0.05))
+        proc.kill()
+        reported = [int(x) for x in proc.stdout.read().split()]
+        proc.wait(30)
+        last = reported[-1] if reported else last
+        assert checkpoint.exists(str(out))
+        state = torch.load(out / "checkpoint" / "state.pt", weights_only=False)
+        assert state["step"] in (last, last + 1), (trial, state["step"], last)
+        assert float(state["model"]["weight"][0, 0]) == state["step"]  # the whole state of that step
+        outcomes.add(state["step"] - last)
+        assert sorted(p.name for p in out.iterdir()) == ["checkpoint"]  # no .tmp-* or .old-* left
+    assert outcomes  # (which of the two each kill left depends on where it landed)
+
+
+@pytest.mark.parametrize("left", ["partial copy beside the old one", "old one moved aside, new one not in place",
+                                  "new one in place, old one not yet removed"])
+def test_recovery_after_a_save_killed_between_its_steps(tmp_path, left):
+    """Each state a kill can leave inside `checkpoint.save` (between its file operations, too short a window for the
+    random kills above to find): recovery gives a whole checkpoint, the previous one or the new one."""
+    from reasoning_rl.run_dir import recover_checkpoint
+
+    def ckpt(name, step):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "state.pt").write_text(str(step))
+
+    if left == "partial copy beside the old one":
+        ckpt("checkpoint", 3)
+        (tmp_path / "checkpoint.tmp-99").mkdir()  # state.pt not written yet
+        expected = 3
+    elif left == "old one moved aside, new one not in place":
+        ckpt("checkpoint.old-99", 3)
+        ckpt("checkpoint.tmp-99", 4)
+        expected = 3
+    else:
+        ckpt("checkpoint.old-99", 3)
+        ckpt("checkpoint", 4)
+        expected = 4
+    recover_checkpoint(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    assert (tmp_path / "checkpoint" / "state.pt").read_text() == str(expected)

@@ -5,7 +5,9 @@ A checkpoint holds the model, optimiser and scheduler states, every RNG the loop
 sampler and the minibatch shuffle), the step, a consistent copy of the curriculum ledger
 (SQLite backup API), and how many lines metrics.jsonl and archive.jsonl had, so a resumed
 run truncates what the killed run wrote after it. Written to a temporary directory and
-renamed into place, so a kill mid-save leaves the previous checkpoint intact.
+renamed into place; the previous one is moved aside first and removed last. A kill at any
+moment leaves the new checkpoint, or the previous one (put back by `run_dir.recover_checkpoint`, which `exists`,
+`load` and `save` call first), never a partial one; the leftovers of a killed save are removed.
 `extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
 scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`.
 """
@@ -16,6 +18,7 @@ import shutil
 import sqlite3
 
 from .. import lora
+from ..run_dir import recover_checkpoint
 
 NAME = "checkpoint"
 
@@ -31,9 +34,9 @@ def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn:
          logs: tuple[str, ...], extra: dict | None = None) -> str:
     import torch
 
+    recover_checkpoint(output_dir, NAME)
     final = os.path.join(output_dir, NAME)
     tmp = f"{final}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
@@ -65,6 +68,7 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], 
     """Restore states and truncate the logs; returns the checkpoint's step."""
     import torch
 
+    recover_checkpoint(output_dir, NAME)
     path = os.path.join(output_dir, NAME, "state.pt")
     if not os.path.exists(path):
         raise FileNotFoundError(f"--resume: no checkpoint at {path}")
@@ -90,6 +94,7 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], 
 
 
 def exists(output_dir: str) -> bool:
+    recover_checkpoint(output_dir, NAME)
     return os.path.exists(os.path.join(output_dir, NAME, "state.pt"))
 
 
