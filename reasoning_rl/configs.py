@@ -105,7 +105,7 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class PRMTrainConfig:
-    steps: int = knob(2500, "optimiser steps", min=1)
+    steps: int = knob(600, "optimiser steps (how this default was chosen: docs/results.md, the tiny PRM)", min=1)
     batch_size: int = knob(64, "solutions per step", min=1)
     lr: float = knob(3e-4, "peak AdamW learning rate of the transformer (cosine decay, 50 warm-up steps)", min=0.0)
     head_lr: float = knob(3e-3, "learning rate of the new classification head (0 = same as lr); a head faster "
