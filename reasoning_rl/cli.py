@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from .cli_args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args,
@@ -106,7 +107,10 @@ def cmd_train(args) -> int:
     from .trainers.grpo import train_grpo
     from .trainers.ppo import train_ppo
 
-    history, _, _ = (train_grpo if args.algorithm == "grpo" else train_ppo)(cfg, resume=args.resume)
+    if args.resume_changed and not args.resume:
+        raise UserError("--resume-changed goes with --resume")
+    history, _, _ = (train_grpo if args.algorithm == "grpo" else train_ppo)(cfg, resume=args.resume,
+                                                                            resume_changed=args.resume_changed)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
         print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
@@ -287,18 +291,41 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _exiting(argv) -> None:
+    """Run as the program (argv from the command line) and stopping already: a further Ctrl-C must not cut the exit
+    short. (Called from Python with an argv, the caller's handlers stay.)"""
+    if argv is None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit status: its own (0 when it succeeded), 2 for a user error (one line naming the field
+    and the value), 130 when interrupted (one line: where a training run stopped and how to continue it)."""
+    from .interrupts import Interrupted
+
     args = build_parser().parse_args(argv)
+    command = " ".join(x for x in (args.command, getattr(args, "algorithm", None),
+                                   getattr(args, "verifiers_command", None), getattr(args, "task_command", None)) if x)
     try:
         return args.func(args)
     except UserError as e:
         if args.debug:
             raise
-        command = " ".join(x for x in (args.command, getattr(args, "algorithm", None),
-                                       getattr(args, "verifiers_command", None), getattr(args, "task_command", None))
-                           if x)
         print(f"reasoning-rl {command}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except Interrupted as e:  # a trainer stopped after a round, with a checkpoint
+        if args.debug:
+            raise
+        _exiting(argv)
+        print(f"reasoning-rl {command}: {e}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # stopped at once: whatever was being written is not used (checkpoints are atomic)
+        if args.debug:
+            raise
+        _exiting(argv)
+        print(f"reasoning-rl {command}: interrupted; stopped at once (the last complete checkpoint, if any, is kept)",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -33,7 +33,11 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
 def add_run_dir_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
     if resume:
         p.add_argument("--resume", action="store_true",
-                       help="continue the run in output_dir from its checkpoint (the same trajectory)")
+                       help="continue the run in output_dir from its checkpoint (the same trajectory); a changed "
+                            "config key that breaks the trajectory is refused")
+        p.add_argument("--resume-changed", action="store_true",
+                       help="with --resume: continue even though keys changed that make the trajectory depart "
+                            "(sampling, data, reward, model, optimiser)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run already in output_dir (its run files only); without it such a run is refused")
 

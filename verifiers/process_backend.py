@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -35,7 +36,10 @@ def _context():
 
 
 def _worker_main(conn: Connection, memory_mb: int) -> None:
-    """Cap the address space, load the verifiers, then answer calls on `conn` (`worker_call.serve`)."""
+    """Cap the address space, load the verifiers, then answer calls on `conn` (`worker_call.serve`). Ctrl-C at a
+    terminal reaches the whole process group: a worker ignores it, and the pool that owns it decides (a run that
+    stops after its round still needs its verdicts)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if memory_mb:
         import resource
 

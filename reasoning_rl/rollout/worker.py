@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import traceback
 from typing import Sequence
 
@@ -34,7 +35,9 @@ from .openai import RolloutError
 
 def _serve(conn, init_dir: str, tokenizer, num_threads: int, device: str, trust_remote_code: bool) -> None:
     """The generation process: load the model, then answer ("generate", rows, n, sampling), ("load", path) and
-    ("stop",) with ("ok", result) or ("error", traceback)."""
+    ("stop",) with ("ok", result) or ("error", traceback). It ignores Ctrl-C at the terminal: the trainer that owns
+    it decides when it stops (after the round in progress)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import torch
         from safetensors.torch import load_file

@@ -9,10 +9,12 @@ renamed into place; the previous one is moved aside first and removed last. A ki
 moment leaves the new checkpoint, or the previous one (put back by `run_dir.recover_checkpoint`, which `exists`,
 `load` and `save` call first), never a partial one; the leftovers of a killed save are removed.
 `extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
-scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`.
+scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`. The run's config
+is saved beside the states (`config.json`), so `--resume` can say what changed (`resume_changes`).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -30,8 +32,50 @@ def _lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# what may change on --resume and keep the run's trajectory: how long it runs, how it is watched and logged
+KEEP_TRAJECTORY = ("output_dir", "eval.size", "monitor.", "{algo}.steps", "{algo}.eval_every", "{algo}.eval_at_start",
+                   "{algo}.eval_at_end", "{algo}.checkpoint_every", "{algo}.verifier_workers")
+OTHER_TRAINERS = ("grpo.", "ppo.", "dpo.", "prm.")  # another trainer's section is not read by this one
+
+
+def resume_changes(saved: dict, now: dict, algo: str) -> tuple[list[str], list[str]]:
+    """(changes that keep the trajectory, changes that break it) between the config a checkpoint was written with and
+    the config of the resuming run, each as 'key: old -> new'. Breaking: anything that changes the data, the
+    sampling, the reward, the model, the reference or the optimiser."""
+    before, after = _flat(saved), _flat(now)
+    keep = [k.format(algo=algo) for k in KEEP_TRAJECTORY]
+    harmless, breaking = [], []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) == after.get(key):
+            continue
+        line = f"{key}: {before.get(key)!r} -> {after.get(key)!r}"
+        unread = key.startswith(OTHER_TRAINERS) and not key.startswith(f"{algo}.")
+        (harmless if unread or any(key == k or (k.endswith(".") and key.startswith(k)) for k in keep)
+         else breaking).append(line)
+    return harmless, breaking
+
+
+def saved_config(output_dir: str) -> dict | None:
+    """The config the checkpoint in `output_dir` was written with (None for a checkpoint older than this record)."""
+    path = os.path.join(output_dir, NAME, "config.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqlite3.Connection,
-         logs: tuple[str, ...], extra: dict | None = None) -> str:
+         logs: tuple[str, ...], extra: dict | None = None, config: dict | None = None) -> str:
     import torch
 
     recover_checkpoint(output_dir, NAME)
@@ -42,6 +86,9 @@ def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn:
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
                 "log_lines": {os.path.basename(p): _lines(p) for p in logs},
                 "extra": {k: o.state_dict() for k, o in (extra or {}).items()}}, os.path.join(tmp, "state.pt"))
+    if config is not None:
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump(config, f, indent=1)
     dst = sqlite3.connect(os.path.join(tmp, "ledger.sqlite"))
     try:
         ledger_conn.backup(dst)

@@ -77,8 +77,9 @@ class GRPO:
 
 
 def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
-               resume: bool = False):
+               resume: bool = False, resume_changed: bool = False):
     """Run GRPO as configured (section `grpo`). Returns (history, model, tokenizer).
 
-    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
-    return loop.train(cfg, GRPO(), log, on_step, resume)
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run); resume_changed:
+    accept config changes since the checkpoint that make the trajectory depart (refused otherwise)."""
+    return loop.train(cfg, GRPO(), log, on_step, resume, resume_changed)

@@ -27,7 +27,7 @@ One round (a "step"), for rank r of W (one process: r = 0, W = 1):
      checkpoint every `checkpoint_every` steps (rank 0). A round that trains nothing says so in its log line.
 
 One synchronous GRPO step, file by file (tests/test_layout.py checks that every name here exists):
-  trainers/loop.py         train -> _round -> _make_round   the round, made here while the loop waits
+  trainers/loop.py         train -> _steps -> _round -> _make_round   the round, made here while the loop waits
   trainers/rounds.py       Rounds.make -> Rounds._generate  weights pushed if due; chunks generated and verified
   curricula/refill.py      fill_batch                       draw prompts, keep mixed groups, refill
   curricula/samplers.py    UniformSampler.sample            prompts by the ledger's pass rates
@@ -59,8 +59,11 @@ import verifiers
 from curricula import Ledger, make_sampler
 
 from ..archive import provenance, write_groups
+from ..config import to_dict
 from ..configs import Config, RLConfig
+from ..errors import UserError
 from ..device import resolve_threads
+from ..interrupts import Interrupted, stop_requests
 from ..lora import maybe_lora, reference_of
 from ..models import load_policy, load_tokenizer
 from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
@@ -127,8 +130,27 @@ class Run:
         return {f"eval/{k}": v for k, v in got.items()}
 
 
-def _setup(cfg: Config, algo: Algorithm, log, resume: bool) -> Run:
+def _check_resume(cfg: Config, algo: Algorithm, log, resume_changed: bool) -> None:
+    """On --resume, before anything loads: say which keys changed since the checkpoint; refuse the ones that break
+    the trajectory unless `resume_changed`."""
+    saved = checkpoint.saved_config(cfg.output_dir)
+    if saved is None:
+        log(f"resume: the checkpoint in {cfg.output_dir} does not record its config; changes cannot be checked")
+        return
+    harmless, breaking = checkpoint.resume_changes(saved, to_dict(cfg), algo.name)
+    if breaking and not resume_changed:
+        raise UserError(f"--resume: {len(breaking)} changed key(s) would not continue the same trajectory "
+                        f"({'; '.join(breaking)}); undo them, or pass --resume-changed to continue anyway")
+    if harmless:
+        log(f"resume: changed, the trajectory kept: {'; '.join(harmless)}")
+    if breaking:
+        log(f"resume: changed, the trajectory departs from here (--resume-changed): {'; '.join(breaking)}")
+
+
+def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool = False) -> Run:
     rl: RLConfig = getattr(cfg, algo.name)
+    if resume:
+        _check_resume(cfg, algo, log, resume_changed)
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
     if ranks.world > 1 and rl.max_staleness:
@@ -231,7 +253,7 @@ def _checkpoint(run: Run, step: int) -> None:
         run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
     p = run.nets[0]
     checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
-                    extra=_extra_states(run))
+                    extra=_extra_states(run), config=to_dict(run.cfg))
 
 
 def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[str, float]:
@@ -361,39 +383,53 @@ def _warn_if_idle(history: list[dict], log: Callable[[str], None]) -> None:
         f"(mean {sum(m.get(key, 0.0) for m in idle) / len(idle):.2f} in those rounds). Try {fix}.")
 
 
+def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, stop) -> None:
+    """Steps `first`..steps: a round, the held-out score when due, the log line, alerts, checkpoints. Stops after
+    the round in progress on a stop request (Ctrl-C, SIGTERM) or an alert with monitor.stop_on_alert, with a
+    checkpoint of that round."""
+    rl = run.rl
+    for step in range(first, rl.steps + 1):
+        m = _round(run, algo, step, tally)
+        if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
+            m.update(run.evaluate())
+            m.update(run.monitors.heldout(m, len(run.evals)))
+        alerts = run.monitors.pop_alerts()
+        run.history.append(m)
+        run.writer.write(m)
+        if on_step:
+            on_step(m)
+        run.log(_log_line(m, rl.steps))
+        for a in alerts:
+            run.log(f"ALERT step {step}: {a}")
+        on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
+        if run.ranks.main and (on_alert or stop.signal or rl.checkpoint_every and step % rl.checkpoint_every == 0):
+            _checkpoint(run, step)
+        if stop.signal and step < rl.steps:
+            raise Interrupted(f"stopped by {stop.signal} after step {step} of {rl.steps}; checkpoint in "
+                              f"{run.path(checkpoint.NAME)}; continue with --resume --set output_dir={run.cfg.output_dir}")
+        if on_alert:
+            run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
+            break
+
+
 def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
-          on_step: Callable[[dict], None] | None = None, resume: bool = False):
+          on_step: Callable[[dict], None] | None = None, resume: bool = False, resume_changed: bool = False):
     """Run `algo` as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
 
-    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run); a config changed
+    since the checkpoint in a key that breaks the trajectory is refused unless `resume_changed`.
+    The first Ctrl-C or SIGTERM stops the run after the round in progress, with a checkpoint of it, by raising
+    `Interrupted`; a second one stops it at once (KeyboardInterrupt), the last complete checkpoint kept."""
     if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
         cfg = dataclasses.replace(cfg, output_dir=new_run_dir(algo.name))
         log(f"run directory: {cfg.output_dir}")
-    run = _setup(cfg, algo, log, resume)
-    rl, tally = run.rl, SandboxTally()
+    run = _setup(cfg, algo, log, resume, resume_changed)
     try:
-        first = _start(run, algo, resume)
-        if run.pipeline is not None:
-            run.pipeline.prime(first, rl.steps, first - 1, run.model, run.ledger.entries())
-        for step in range(first, rl.steps + 1):
-            m = _round(run, algo, step, tally)
-            if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
-                m.update(run.evaluate())
-                m.update(run.monitors.heldout(m, len(run.evals)))
-            alerts = run.monitors.pop_alerts()
-            run.history.append(m)
-            run.writer.write(m)
-            if on_step:
-                on_step(m)
-            run.log(_log_line(m, rl.steps))
-            for a in alerts:
-                run.log(f"ALERT step {step}: {a}")
-            stop = bool(alerts) and cfg.monitor.stop_on_alert
-            if run.ranks.main and (stop or rl.checkpoint_every and step % rl.checkpoint_every == 0):
-                _checkpoint(run, step)
-            if stop:
-                run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
-                break
+        with stop_requests(run.log, enabled=run.ranks.world == 1) as stop:
+            first = _start(run, algo, resume)
+            if run.pipeline is not None:
+                run.pipeline.prime(first, run.rl.steps, first - 1, run.model, run.ledger.entries())
+            _steps(run, algo, first, SandboxTally(), on_step, stop)
     finally:
         if run.pipeline is not None:
             run.pipeline.close()

@@ -177,8 +177,9 @@ class PPO:
 
 
 def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
-              resume: bool = False):
+               resume: bool = False, resume_changed: bool = False):
     """Run PPO as configured (section `ppo`). Returns (history, model, tokenizer).
 
-    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run)."""
-    return loop.train(cfg, PPO(), log, on_step, resume)
+    resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run); resume_changed:
+    accept config changes since the checkpoint that make the trajectory depart (refused otherwise)."""
+    return loop.train(cfg, PPO(), log, on_step, resume, resume_changed)

@@ -1,0 +1,55 @@
+"""Ctrl-C (SIGINT) and SIGTERM during training: the first asks the run to stop after the round in progress, the
+second stops it at once.
+
+    with stop_requests(log) as stop:   # the handlers, on the main thread of one process; restored after
+        ...
+        if stop.signal: ...             # the name of the first signal received, or None
+
+    Interrupted(message)               what the trainer raises once it stopped cleanly; the CLI prints the message
+                                       as its one line and exits 130
+
+A second signal raises KeyboardInterrupt wherever the program is. Checkpoints are written atomically
+(trainers/checkpoint.py), so even then nothing partial is left for a resume to read. Not here: where a run
+may stop (the loop decides: after a round, with a checkpoint of it), other commands (for them Ctrl-C is a
+plain KeyboardInterrupt, which the CLI also reports in one line with exit status 130).
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped on request at a safe point; the message says where, and how to continue."""
+
+
+@dataclass
+class StopRequest:
+    signal: str | None = None  # "SIGINT" or "SIGTERM" once one has arrived
+
+
+@contextlib.contextmanager
+def stop_requests(log: Callable[[str], None], enabled: bool = True) -> Iterator[StopRequest]:
+    """Within the block, the first SIGINT or SIGTERM is recorded (and said in one log line) instead of stopping the
+    program; the second raises KeyboardInterrupt. Off the main thread, or not `enabled` (several ranks under a
+    launcher, which signals every rank itself), the handlers stay as they were."""
+    request = StopRequest()
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+
+    def handler(signum, frame) -> None:
+        if request.signal is not None:
+            raise KeyboardInterrupt
+        request.signal = signal.Signals(signum).name
+        log(f"{request.signal}: stopping after the round in progress, with a checkpoint (again to stop at once)")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield request
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,164 @@
+"""Ctrl-C and SIGTERM on a real training run (a `python -m reasoning_rl train grpo` subprocess): the first stops it
+after the round in progress with a checkpoint of that round, one line on stderr and exit status 130, no traceback
+and no temporary files; `--resume` then continues the very trajectory of an uninterrupted run. A second signal
+stops it at once, still leaving only whole checkpoints. Other commands: one line, 130."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from .conftest import PY, run_env
+
+# the tiny model from random weights (no warm start); a length term gives every group spread rewards
+RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=2", "generation.max_tokens=8",
+       "tasks.reward=[{verifier: math, weight: 1.0}, {verifier: soft_length, weight: 1.0, "
+       "options: {max_length: 8, cache_length: 7}}]",
+       "grpo.steps=6", "grpo.prompts_per_step=6", "grpo.group_size=4", "grpo.filter_mixed=false", "grpo.lr=3e-4",
+       "grpo.verifier_workers=1", "grpo.checkpoint_every=0", "grpo.eval_every=3", "eval.size=20",
+       "grpo.train_prompts=48"]
+
+
+def _cmd(out, *extra):
+    args = [PY, "-m", "reasoning_rl", "train", "grpo", "--set", f"output_dir={out}", *extra]
+    for o in RUN:
+        args += ["--set", o]
+    return args
+
+
+def _metrics(out):
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: {k: v for k, v in r.items() if not k.startswith(("time/", "throughput/"))} for r in rows}
+
+
+def _leftovers(out):
+    return [p.name for p in out.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "run"
+    r = subprocess.run(_cmd(out), capture_output=True, text=True, env=run_env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return _metrics(out)
+
+
+def _start_and_signal(out, sig, after_step, delay, times=1):
+    """Start a run, wait for `after_step` in its metrics, then `delay` seconds, then send `sig` (`times` times,
+    20 ms apart: within one round). Returns the finished process's (exit status, stderr)."""
+    proc = subprocess.Popen(_cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=run_env())
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        p = out / "metrics.jsonl"
+        if p.exists() and any(json.loads(x)["step"] == after_step for x in p.read_text().splitlines() if x.strip()):
+            break
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        time.sleep(0.05)
+    time.sleep(delay)
+    for i in range(times):
+        proc.send_signal(sig)
+        time.sleep(0.02)
+    _, err = proc.communicate(timeout=300)
+    return proc.returncode, err
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.0),  # early in a round: sampling
+                                        pytest.param(signal.SIGINT, 0.6, marks=pytest.mark.slow),  # later in it
+                                        pytest.param(signal.SIGTERM, 0.3, marks=pytest.mark.slow)])
+def test_the_first_signal_stops_after_the_round_and_resume_continues_the_trajectory(tmp_path, uninterrupted, sig,
+                                                                                     delay):
+    out = tmp_path / "run"
+    rc, err = _start_and_signal(out, sig, after_step=2, delay=delay)
+    assert rc == 130, err[-2000:]
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("reasoning-rl train grpo: stopped by " + signal.Signals(sig).name) and "--resume" in last
+    steps = sorted(_metrics(out))
+    state = torch.load(out / "checkpoint" / "state.pt", weights_only=False)
+    assert state["step"] == steps[-1] and 2 <= steps[-1] < 6  # the round in progress finished and was saved
+    assert _leftovers(out) == [] and not (out / "final").exists()
+
+    # a changed sampling knob would not continue this trajectory: refused, with the key named, before anything loads
+    r = subprocess.run(_cmd(out, "--resume", "--set", "generation.temperature=0.5"), capture_output=True, text=True,
+                       env=run_env(), timeout=600)
+    assert r.returncode == 2 and "generation.temperature: 1.0 -> 0.5" in r.stderr and "--resume-changed" in r.stderr
+    r = subprocess.run(_cmd(out, "--resume"), capture_output=True, text=True, env=run_env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    resumed = _metrics(out)
+    assert sorted(resumed) == sorted(uninterrupted) == list(range(7))
+    for step in range(1, 7):
+        for key, v in uninterrupted[step].items():
+            assert resumed[step][key] == pytest.approx(v, rel=1e-5, abs=1e-6), (step, key)
+
+
+@pytest.mark.timeout(600)
+def test_a_second_signal_stops_at_once_and_leaves_only_whole_checkpoints(tmp_path):
+    out = tmp_path / "run"
+    rc, err = _start_and_signal(out, signal.SIGINT, after_step=1, delay=0.0, times=2)
+    assert rc == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("reasoning-rl train grpo: interrupted; stopped at once")
+    assert _leftovers(out) == []
+    if (out / "checkpoint").exists():  # stopped after the first signal's checkpoint was written, or before
+        assert torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"] >= 1
+
+
+def test_ctrl_c_in_any_other_command_is_one_line_and_130(monkeypatch, capsys):
+    from reasoning_rl import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), interrupted))
+    assert cli.main(["eval", "--dataset", "x.jsonl"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["reasoning-rl eval: interrupted; stopped at once (the last complete checkpoint, if any, is kept)"]
+
+
+def _with_func(parser, func):
+    """The parser with every subcommand's function replaced by `func`."""
+    for action in parser._actions:
+        for sub in getattr(action, "choices", None) or {}:
+            if hasattr(action.choices[sub], "set_defaults"):
+                action.choices[sub].set_defaults(func=func)
+    return parser
+
+
+# (what changed since the checkpoint, kept or broken): how `--resume` classifies a change
+RESUME_CHANGES = [
+    ({"grpo": {"steps": 12}}, "kept"),  # more (or fewer) rounds
+    ({"grpo": {"eval_every": 5}}, "kept"),
+    ({"grpo": {"checkpoint_every": 1}}, "kept"),
+    ({"eval": {"size": 50}}, "kept"),  # the held-out score's size, not the trajectory
+    ({"monitor": {"window": 8}}, "kept"),
+    ({"ppo": {"lr": 1.0}}, "kept"),  # another trainer's section: not read by GRPO
+    ({"generation": {"temperature": 0.5}}, "broken"),  # sampling
+    ({"grpo": {"lr": 1e-3}}, "broken"),  # the optimiser
+    ({"grpo": {"group_size": 16}}, "broken"),
+    ({"tasks": {"source": "other.jsonl"}}, "broken"),  # the data
+    ({"model": {"name_or_path": "other"}}, "broken"),  # the model
+    ({"sft": {"steps": 10}}, "broken"),  # the warm start, and with it the reference policy
+    ({"seed": 1}, "broken"),
+]
+
+
+@pytest.mark.parametrize("change, expected", RESUME_CHANGES)
+def test_resume_says_which_changes_keep_the_trajectory(change, expected):
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers.checkpoint import resume_changes
+
+    saved = config.to_dict(Config())
+    now = config.to_dict(Config())
+    for section, value in change.items():
+        if isinstance(value, dict):
+            now[section].update(value)
+        else:
+            now[section] = value
+    kept, broken = resume_changes(saved, now, "grpo")
+    assert (kept, broken) != ([], [])
+    assert (broken == []) == (expected == "kept"), (kept, broken)
