@@ -47,6 +47,7 @@ def test_two_ranks_equal_one_process_with_accumulation(tmp_path):
     assert any(not torch.allclose(c["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5) for k in b["grads"])
 
 
+@pytest.mark.slow  # two processes through the whole trainer: the fast suite keeps the gradient check above
 @pytest.mark.timeout(600)
 def test_train_grpo_under_accelerate_launch_gathers_both_ranks_and_rank0_alone_writes(tmp_path):
     """The whole GRPO trainer, 2 processes: each rank samples half the prompts of a step; the metrics,
@@ -83,6 +84,7 @@ def _launch(args: list[str], timeout: int = 500) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # two processes through the whole trainer: the fast suite keeps the gradient check above
 @pytest.mark.timeout(600)
 def test_train_ppo_under_accelerate_launch(tmp_path):
     """PPO, 2 processes, micro-batches that do not divide the minibatch (DDP all-reduces on each minibatch's
@@ -102,6 +104,7 @@ def test_train_ppo_under_accelerate_launch(tmp_path):
     assert (out / "final" / "config.json").exists()
 
 
+@pytest.mark.slow  # two processes through the whole trainer: the fast suite keeps the gradient check above
 @pytest.mark.timeout(600)
 def test_train_dpo_under_accelerate_launch(tmp_path):
     """DPO (ours), 2 processes: each rank samples half the prompts, the pairs are gathered so both ranks

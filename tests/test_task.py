@@ -145,8 +145,15 @@ def test_a_malformed_line_is_named_by_file_and_line(tmp_path):
 
 
 def test_a_hub_name_that_cannot_be_reached_is_one_line(monkeypatch):
+    import datasets.config
+    import huggingface_hub.constants
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    # the libraries read these once, on import: an earlier test's import would otherwise send a request that only
+    # times out (over 20 s on a machine without the Hub)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(UserError, match="Hub dataset 'nobody/no-such-set'") as e:
         load_split_rows("nobody/no-such-set", "", "train")
     assert "\n" not in str(e.value)

@@ -127,7 +127,7 @@ def test_short_sft_lowers_the_loss():
 
 
 def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
-    r = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "eval.size=50",
+    r = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.batch_size=8", "--set", "eval.size=10",
                         "--output", str(tmp_path / "ckpt")],
                        capture_output=True, text=True, env=run_env(REASONING_RL_CACHE=str(tmp_path / "cache")),
                        timeout=600)
@@ -140,7 +140,7 @@ def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
     AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
     assert AutoTokenizer.from_pretrained(tmp_path / "ckpt").decode([40]) != ""
     # the cache is reused: a second run does not train again
-    r2 = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "eval.size=50"],
+    r2 = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.batch_size=8", "--set", "eval.size=10"],
                         capture_output=True, text=True, env=run_env(REASONING_RL_CACHE=str(tmp_path / "cache")),
                         timeout=600)
     assert r2.returncode == 0 and "sft step" not in r2.stdout
