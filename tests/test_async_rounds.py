@@ -94,7 +94,8 @@ def test_synchronous_worker_run_is_the_hf_run(tmp_path):
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("k", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # three runs with a generation process each; the fast suite keeps the synchronous worker check
+@pytest.mark.parametrize("k", [1, 2])
 def test_async_samples_are_exactly_k_updates_stale_and_the_run_is_reproducible(tmp_path, k):
     runs = []
     for name in ("a", "b"):

@@ -23,6 +23,7 @@ def test_shards_are_whole_groups_and_cover_the_batch():
         shard_groups(groups, 3, 3)
 
 
+@pytest.mark.slow  # accelerate launches two processes, then two more runs: over half a minute
 @pytest.mark.timeout(600)
 def test_two_ranks_equal_one_process_with_accumulation(tmp_path):
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))

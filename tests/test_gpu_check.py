@@ -8,6 +8,7 @@ import pytest
 from .conftest import PY, ROOT, run_env
 
 
+@pytest.mark.slow  # the whole GPU benchmark script, shrunk: a smoke test of a bench, run by CI
 @pytest.mark.timeout(600)
 def test_the_gpu_check_runs_its_steps_at_a_tiny_size(tmp_path):
     r = subprocess.run([PY, "bench/gpu_check.py", "--tiny", "--out", str(tmp_path)], capture_output=True, text=True,

@@ -8,7 +8,8 @@ import pytest
 import verifiers
 from reasoning_rl.types import Status
 
-pytestmark = [pytest.mark.timeout(300),
+pytestmark = [pytest.mark.slow,  # each test starts a local Ray cluster (over 5 s) before its first actor
+              pytest.mark.timeout(300),
               pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the `ray` extra is not installed")]
 
 

@@ -76,11 +76,30 @@ def saved_config(output_dir: str) -> dict | None:
 
 def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqlite3.Connection,
          logs: tuple[str, ...], extra: dict | None = None, config: dict | None = None) -> str:
-    import torch
-
+    """Write the checkpoint of `step` (see the module docstring). Interrupted (a second Ctrl-C), it leaves the
+    previous checkpoint and no temporary copy."""
     recover_checkpoint(output_dir, NAME)
     final = os.path.join(output_dir, NAME)
     tmp = f"{final}.tmp-{os.getpid()}"
+    done = False
+    try:
+        _write(tmp, step, model, opt, sched, rngs, ledger_conn, logs, extra, config)
+        old = f"{final}.old-{os.getpid()}"
+        if os.path.exists(final):
+            os.replace(final, old)
+        os.replace(tmp, final)
+        done = True
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if not done:
+            recover_checkpoint(output_dir, NAME)
+    return final
+
+
+def _write(tmp: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqlite3.Connection,
+           logs: tuple[str, ...], extra: dict | None, config: dict | None) -> None:
+    import torch
+
     os.makedirs(tmp)
     torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
@@ -94,12 +113,6 @@ def save(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn:
         ledger_conn.backup(dst)
     finally:
         dst.close()
-    old = f"{final}.old-{os.getpid()}"
-    if os.path.exists(final):
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def restore_ledger(output_dir: str, ledger_path: str) -> None:
