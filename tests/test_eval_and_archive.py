@@ -99,6 +99,7 @@ def test_archive_round_trip(tmp_path):
         read_archive(str(path))
 
 
+@pytest.mark.slow  # three commands in three fresh interpreters, one of them a training run
 @pytest.mark.timeout(600)
 def test_cli_pairs_from_a_training_archive_and_eval(tmp_path):
     env = run_env(REASONING_RL_CACHE=str(tmp_path / "cache"))

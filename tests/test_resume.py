@@ -47,9 +47,10 @@ def _metrics(out):
 
 
 @pytest.mark.timeout(900)
-# the fast suite resumes GRPO; PPO (the same checkpoint code plus the critic) and async GRPO run with the slow tests
-@pytest.mark.parametrize("algo", ["grpo", pytest.param("ppo", marks=pytest.mark.slow),
-                                  pytest.param("grpo-async", marks=pytest.mark.slow)])
+# slow tests (CI runs them): the fast suite's resume check is tests/test_interrupts.py (a stopped run resumed onto
+# the uninterrupted trajectory); here a SIGKILLed run, for GRPO, PPO (the critic too) and async GRPO
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["grpo", "ppo", "grpo-async"])
 def test_killed_run_resumes_on_the_same_trajectory(tmp_path, cache, algo):
     env = run_env(REASONING_RL_CACHE=str(cache))
     a, b = tmp_path / "a", tmp_path / "b"

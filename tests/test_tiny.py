@@ -126,6 +126,7 @@ def test_short_sft_lowers_the_loss():
     assert after < before - 1.0, (before, after)
 
 
+@pytest.mark.slow  # two fresh interpreters, one of them training; the SFT itself is tested in-process above
 def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
     r = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.batch_size=8", "--set", "eval.size=10",
                         "--output", str(tmp_path / "ckpt")],
