@@ -72,7 +72,8 @@ def cmd_sft(args) -> int:
     path = build_sft_checkpoint(cfg, force=args.force)
     model, tok = load_policy(cfg)
     test = task.test
-    acc = task.evaluate(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
+    acc = task.evaluate(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
+                        truncated=cfg.eval.truncated)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)

@@ -31,7 +31,8 @@ def _sft_on_target(cfg, args) -> int:
     model, tok = load_policy(cfg)
     model = maybe_lora(model, cfg)
     train_sft(cfg, model, tok, rows)
-    acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens)
+    acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
+                        truncated=cfg.eval.truncated)
     import os
 
     parent, name = os.path.split(os.path.abspath(args.output))
@@ -130,7 +131,8 @@ def cmd_eval(args) -> int:
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
-    res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy)
+    res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
+                   truncated=cfg.eval.truncated)
     described = task.describe(task.outcome_reward())
     with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:
         write_groups(f, res.groups, step=0, provenance=provenance(described))
@@ -138,6 +140,7 @@ def cmd_eval(args) -> int:
         json.dump(described, f, indent=1)
     summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
                "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
+               "truncated_scored_as": cfg.eval.truncated,
                "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
     with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:

@@ -161,6 +161,10 @@ class GenerationConfig:
 class EvalConfig:
     size: int = knob(400, "held-out prompts scored at each evaluation (sft, dpo, and the RL trainers' eval_every)",
                      min=1)
+    truncated: Literal["fail", "score"] = knob(
+        "fail", "a completion cut at generation.max_tokens (no end of turn) in an evaluation: fail = never a pass, "
+                "whatever number it had written so far (a cut-off text often only restates the question's); score = "
+                "verified like any other. Its share is reported either way (eval/truncated)")
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,11 @@ class MonitorConfig:
     drift_max: float = knob(0.5, "alert when the mean completion length moves by this fraction over the window "
                                  "(or a format term's mean score by this much) while the outcome's pass rate moves by "
                                  "less than 0.05", min=0.0)
+    p_value_max: float = knob(0.01, "an alert on a share (second opinion, way of passing, masked status) also needs "
+                                     "the counts seen to make it unlikely by chance: a one-sided binomial test of "
+                                     "this round's count (the second opinion: the window's) against the window's "
+                                     "share before (the threshold), at this level. Rounds with a handful of passes "
+                                     "stay quiet; 1 = the threshold alone", min=0.0, max=1.0)
     stop_on_alert: bool = knob(False, "stop the run at the first alert, after writing a checkpoint")
 
 

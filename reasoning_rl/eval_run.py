@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .curate import sample_verified
-from .evaluate import evaluate_sampled, mean_se
+from .evaluate import evaluate_sampled, mean_se, scored_outcome
 from .types import Group
 
 
@@ -23,11 +23,12 @@ class EvalResult:
 
 
 def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, chunk: int = 64, pool=None,
-             progress: bool = True) -> EvalResult:
+             progress: bool = True, truncated: str = "fail") -> EvalResult:
     """Sample n completions per row (in chunks of `chunk` prompts, a progress bar with its ETA on stderr), verify
     each with the task's outcome verifier, and score them; with `greedy` and a temperature above 0, also one greedy
     completion per row (`greedy` metric). At temperature 0 the samples are the greedy completions: one generation,
-    n forced to 1, reported as both avg@1 and greedy."""
+    n forced to 1, reported as both avg@1 and greedy. `truncated` (eval.truncated): "fail" counts a completion cut at
+    max_tokens as failed, "score" verifies it like any other; the archive keeps the verifier's own verdicts."""
     import sys
     import time
 
@@ -50,11 +51,11 @@ def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, c
                                                  log=lambda *_: None, pool=pool))
         bar.update(len(part))
     bar.close()
-    metrics = evaluate_sampled(groups, task.outcome, ks, answer_key=task.answer_key)
+    metrics = evaluate_sampled(groups, task.outcome, ks, answer_key=task.answer_key, truncated=truncated)
     if greedy:
         scored = greedy_groups or groups
         metrics["greedy"], metrics["greedy_se"] = mean_se(
-            [float(bool(g.samples[0].outcome(task.outcome))) for g in scored])
+            [float(bool(scored_outcome(g.samples[0], task.outcome, truncated))) for g in scored])
     return EvalResult(metrics, groups + [_as_greedy(g) for g in greedy_groups], time.time() - t0)
 
 

@@ -9,23 +9,32 @@ from __future__ import annotations
 
 def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
     """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
+    return greedy_decode(model, tokenizer, prompts, max_new_tokens, batch_size)[0]
+
+
+def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128
+                  ) -> tuple[list[str], list[bool]]:
+    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn)."""
     from .rollout import decode
     from .rollout.base import stop_ids
 
-    out: list[str] = []
+    texts: list[str] = []
+    cut: list[bool] = []
     tokenizer.padding_side = "left"
+    stops = stop_ids(model, tokenizer)
     was_training = model.training
     model.eval()
     try:
         for i in range(0, len(prompts), batch_size):
             enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
             ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
-                                            stop_ids(model, tokenizer), temperature=0.0)
-            out.extend(tokenizer.decode(row[:n], skip_special_tokens=True)
-                       for row, n in zip(ids.tolist(), lengths.tolist()))
+                                            stops, temperature=0.0)
+            for row, n in zip(ids.tolist(), lengths.tolist()):
+                texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
+                cut.append(n == 0 or row[n - 1] not in stops)  # the last token kept is no stop
     finally:
         model.train(was_training)
-    return out
+    return texts, cut
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -53,16 +62,23 @@ def majority_correct(answers: list[str | None], passed: list[bool | None]) -> bo
     return any(p for a, p in zip(answers, passed) if a == winner)
 
 
-def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambda text: text.strip()
-                     ) -> dict[str, float]:
+def scored_outcome(s, outcome: str, truncated: str = "fail") -> bool | None:
+    """A sample's pass/fail in an evaluation: the outcome verifier's (None when masked), except that with
+    truncated="fail" (eval.truncated) a completion cut at max_tokens is a fail whatever it had written."""
+    o = s.outcome(outcome)
+    return False if o is not None and truncated == "fail" and s.truncated else o
+
+
+def evaluate_sampled(groups, outcome: str, ks: tuple[int, ...], answer_key=lambda text: text.strip(),
+                     truncated: str = "fail") -> dict[str, float]:
     """avg@n, pass@k (unbiased), maj@k and the truncated share over verified groups, each a mean over prompts with
     its standard error (key + "_se"); masked samples are left out. avg@n is the mean accuracy over a prompt's
     samples (pass@1 is the same number, kept under both names). maj@k votes on `answer_key(text)` (the task's: a
-    math verifier's extracted answer, else the text itself)."""
+    math verifier's extracted answer, else the text itself). A truncated sample fails unless truncated="score"."""
     per: dict[str, list[float]] = {}
     n_max = max((len(g.samples) for g in groups), default=0)
     for g in groups:
-        scored = [(s, s.outcome(outcome)) for s in g.samples if s.outcome(outcome) is not None]
+        scored = [(s, o) for s in g.samples if (o := scored_outcome(s, outcome, truncated)) is not None]
         per.setdefault("truncated", []).extend(float(s.finish_reason == "length") for s in g.samples)
         n, c = len(scored), sum(o for _, o in scored)
         if n == 0:

@@ -81,8 +81,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/is_weight_max", "weight", BOTH, "largest such weight (never above is_max)"),
     Metric("monitor/disagreement", "fraction", BOTH, "share of a sample of this round's passes that the second "
            "opinion (monitor.second_opinion) does not pass"),
-    Metric("monitor/disagreement_mean", "fraction", BOTH, "its mean over the last monitor.window rounds (what the "
-           "alert reads)"),
+    Metric("monitor/disagreement_mean", "fraction", BOTH, "the share over the last monitor.window rounds, "
+           "pooled (each re-checked pass counts once; what the alert reads, with its binomial test)"),
     Metric("monitor/second_opinion_masked", "samples", BOTH, "re-checked passes the second opinion masked"),
     Metric("monitor/pass_share/<category>", "fraction", BOTH, "share of this round's passes won one way (the math "
            "verifier's extraction path: boxed, last number, ...)"),
@@ -128,6 +128,8 @@ METRICS: tuple[Metric, ...] = (
                                             "(a box, ####, an answer phrase; the math verifier's states_answer), "
                                             "not read into them by a fallback such as the last number"),
     Metric("eval/accuracy_stated", "fraction", BOTH, "held-out accuracy among completions that state their answer"),
+    Metric("eval/truncated", "fraction", BOTH, "held-out completions cut at generation.max_tokens (no end of turn); "
+                                               "with eval.truncated fail (the default) none of them is a pass"),
 )
 
 DOCUMENTED = frozenset(m.name for m in METRICS)

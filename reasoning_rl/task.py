@@ -288,35 +288,39 @@ class Task:
         return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
                            pool=pool)
 
-    def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32) -> float:
+    def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
+                 truncated: str = "fail") -> float:
         """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
-        return self.held_out(model, tokenizer, rows, pool, max_new_tokens)["accuracy"]
+        return self.held_out(model, tokenizer, rows, pool, max_new_tokens, truncated)["accuracy"]
 
-    def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32
-                 ) -> dict[str, float]:
+    def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
+                 truncated: str = "fail") -> dict[str, float]:
         """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
         `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
         CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole and falls
         back to the last number), and where the outcome verifier can tell (`states_answer`, the math verifier's),
         `stated` (completions that state their answer in an answer form: a box, ####, "the answer is", ...) and
-        `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none)."""
-        from .evaluate import greedy_complete
+        `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none).
+        `truncated` is the share of completions cut at `max_new_tokens`; with truncated="fail" (eval.truncated)
+        none of them counts as a pass, whatever the verifier read in it."""
+        from .evaluate import greedy_decode
         from .types import Status
 
         if not rows:
             raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
-        completions = greedy_complete(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
+        completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
         verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
-        passed = sum(bool(v.passed) for v in verdicts)
+        ok = [bool(v.passed) and not (c and truncated == "fail") for v, c in zip(verdicts, cut)]
+        passed = sum(ok)
         parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
         out = {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
-               "accuracy_parseable": passed / parsed if parsed else 0.0}
+               "accuracy_parseable": passed / parsed if parsed else 0.0, "truncated": sum(cut) / len(rows)}
         states = getattr(verifiers.get(self.outcome), "states_answer", None)
         if states is not None:  # the math verifier: did the completion state its answer, or was one read into it?
             stated = [states(self.checked_text(r, c)) for r, c in zip(rows, completions)]
             n = sum(stated)
             out.update(stated=n / len(rows),
-                       accuracy_stated=sum(bool(v.passed) for v, s in zip(verdicts, stated) if s) / n if n else 0.0)
+                       accuracy_stated=sum(o for o, s in zip(ok, stated) if s) / n if n else 0.0)
         return out
 
     def describe(self, reward: verifiers.Reward) -> dict:

@@ -7,7 +7,7 @@ from math import comb
 import pytest
 
 from reasoning_rl.archive import read_archive, write_groups
-from reasoning_rl.evaluate import evaluate_sampled, majority_correct, pass_at_k
+from reasoning_rl.evaluate import evaluate_sampled, majority_correct, pass_at_k, scored_outcome
 from reasoning_rl.types import Group, Sample, Status, Verdict
 
 from .conftest import PY, run_env
@@ -50,6 +50,18 @@ def test_evaluate_sampled_reports_avg_at_n_with_standard_errors():
     assert res["avg@3_se"] == res["pass@1_se"] == pytest.approx(0.25)  # sqrt(var / 2), var = (0.25^2 + 0.25^2) / 1
     assert res["truncated"] == pytest.approx(3 / 6) and res["truncated_se"] > 0
     assert set(res) >= {"pass@2", "pass@2_se", "maj@2", "maj@2_se"}
+
+
+def test_a_truncated_pass_fails_the_evaluation_unless_scored():
+    """eval.truncated: a completion cut at max_tokens that the verifier passed (a number it only restated) is a
+    fail by default, and counted as verified with "score"."""
+    ok = Verdict.correct()
+    g = Group("a", "a=", {"answer": "4"}, [Sample("4", verdicts={"math": ok}),
+                                           Sample("4 and then", finish_reason="length", verdicts={"math": ok})])
+    assert evaluate_sampled([g], "math", (1,))["pass@1"] == pytest.approx(0.5)
+    assert evaluate_sampled([g], "math", (1,), truncated="score")["pass@1"] == pytest.approx(1.0)
+    masked = Sample("", finish_reason="length", verdicts={"math": Verdict.masked_as(Status.TIMEOUT)})
+    assert scored_outcome(masked, "math") is None  # masked stays masked, never a made-up fail
 
 
 def test_greedy_evaluation_generates_each_prompt_once(monkeypatch):

@@ -8,7 +8,7 @@ import verifiers
 from reasoning_rl import config
 from reasoning_rl.configs import Config, MonitorConfig
 from reasoning_rl.task import Task
-from reasoning_rl.trainers.monitors import Monitors, pass_category
+from reasoning_rl.trainers.monitors import Monitors, binomial_tail, pass_category
 from reasoning_rl.types import Group, Sample
 
 from .conftest import PY, ROOT, run_env
@@ -29,13 +29,13 @@ def test_pass_categories(detail, kind):
 
 
 def _task(outcome="math"):
-    return Task.from_config(config.load(Config, overrides=["tasks.num_train=20", "tasks.num_test=5",
+    return Task.from_config(config.load(Config, overrides=["tasks.num_train=40", "tasks.num_test=5",
                                                            f"tasks.outcome={outcome}"]).tasks)
 
 
-def _round(task, reward, texts_for):
+def _round(task, reward, texts_for, rows=20):
     """Groups of real rows, each sample verified by the reward: texts_for(answer) -> completions."""
-    rows = task.train[:6]
+    rows = task.train[:rows]
     groups = [Group(r["prompt_id"], r["prompt"], {k: v for k, v in r.items() if k not in ("prompt", "prompt_id")},
                     [Sample(t, (1,) * len(t), (0.0,) * len(t), "stop") for t in texts_for(r["answer"])]) for r in rows]
     flat = [(g, s) for g in groups for s in g.samples]
@@ -44,13 +44,14 @@ def _round(task, reward, texts_for):
 
 
 def test_a_second_opinion_flags_passes_the_lenient_verifier_gives_and_not_honest_ones():
-    cfg = MonitorConfig(second_opinion="exact", disagreement_max=0.2, window=2)
+    cfg = MonitorConfig(second_opinion="exact", disagreement_max=0.2, window=2, sample=100)
     lenient = _task("contains_answer")
     reward = verifiers.Reward.single("contains_answer")
     mon = Monitors(cfg, lenient, reward)
     m = mon.observe(1, _round(lenient, reward, lambda a: [a + "0", "x " + a + " y", a]), {})
     assert m["monitor/disagreement"] == pytest.approx(2 / 3) and mon.pop_alerts() == []  # one round: no window yet
     m = mon.observe(2, _round(lenient, reward, lambda a: [a, a, a]), {})
+    # 40 of 120 re-checked passes over the window against a threshold of 0.2: p = 0.0006
     assert m["monitor/disagreement_mean"] == pytest.approx(1 / 3) and len(mon.pop_alerts()) == 1
     honest = _task("math")
     mon = Monitors(cfg, honest, verifiers.Reward.single("math"))
@@ -75,6 +76,42 @@ def test_a_new_way_of_passing_is_flagged_against_its_own_history():
     m = mon.observe(3, _round(math_task, r, lambda a: [f"the sum: 5, 9, and then {a}"] * 2), {})
     assert m["monitor/pass_share/last number"] == 1.0
     assert any("pass_share/last number" in a for a in mon.pop_alerts())
+
+
+# (count, n, p, P(X >= count) for X ~ Binomial(n, p)), computed by hand
+TAILS = [
+    (0, 10, 0.3, 1.0),             # nothing to explain
+    (1, 1, 0.5, 0.5),
+    (2, 2, 0.1, 0.01),             # 0.1^2
+    (3, 3, 0.5, 0.125),
+    (1, 4, 0.25, 1 - 0.75 ** 4),   # 1 - P(0)
+    (5, 5, 0.0, 0.0),              # a share of 0 before cannot produce a count: only smoothing keeps it possible
+    (4, 6, 1.0, 1.0),
+]
+
+
+@pytest.mark.parametrize("k,n,p,expected", TAILS)
+def test_binomial_tail(k, n, p, expected):
+    assert binomial_tail(k, n, p) == pytest.approx(expected, rel=1e-9)
+
+
+def test_small_rounds_are_quiet_and_large_ones_still_alert():
+    """The false alarm a real run with 1-2 passes a round met: a round won by "last number" after rounds won by the
+    box is a share of 1.00 against 0.00, but 2 of 2 passes is no evidence; 40 of 40 is. With p_value_max 1 (the
+    threshold alone, as before the counts were tested) the small round alerts too."""
+    math_task = _task("math")
+    r = verifiers.Reward.single("math")
+
+    def alerts(rows, p_value_max=0.01):
+        mon = Monitors(MonitorConfig(window=2, category_shift_max=0.25, p_value_max=p_value_max), math_task, r)
+        for step in (1, 2):
+            mon.observe(step, _round(math_task, r, lambda a: [f"\\boxed{{{a}}}", "no"], rows=rows), {})
+        mon.observe(3, _round(math_task, r, lambda a: [f"the sum: 5, 9, and then {a}", "no"], rows=rows), {})
+        return [a for a in mon.pop_alerts() if "pass_share/last number" in a]
+
+    assert alerts(rows=2) == []
+    assert len(alerts(rows=2, p_value_max=1.0)) == 1
+    assert len(alerts(rows=40)) == 1
 
 
 def test_reward_rising_while_heldout_stays_flat_is_flagged():

@@ -257,9 +257,10 @@ def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
     rows = task.test
     # the boxed answer is right, the last number is not: the `math` verifier passes it, a last-integer check would not
     outs = [f"so \\boxed{{{r['answer']}}}, not {int(r['answer']) + 1}" for r in rows]
-    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: outs)
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(outs)))
     assert task.evaluate(None, None, rows) == 1.0
-    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: ["no answer"] * len(rows))
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (["no answer"] * len(rows),
+                                                                                      [False] * len(rows)))
     assert task.evaluate(None, None, rows) == 0.0
 
 
@@ -272,15 +273,55 @@ def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
     a = [r["answer"] for r in rows]
     outs = [f"\\boxed{{{a[0]}}}", f"\\boxed{{{a[1]}}}", f"\\boxed{{{int(a[2]) + 1}}}", "\\boxed{}", "I do not know.",
             f"The answer is {a[5]}."]  # an empty box and a sentence with no answer are the format failures
-    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: outs)
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(outs)))
     got = task.held_out(None, None, rows)
     # stated: the three boxes with an answer in them and the answer phrase; the wrong box counts as stated
     assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4, "stated": 4 / 6,
-                   "accuracy_stated": 3 / 4}
-    monkeypatch.setattr(ev, "greedy_complete", lambda model, tok, prompts, max_new_tokens: [
-        f"Working it out step by step, we get {r['answer']} in the end." for r in rows])  # right, but read, not stated
+                   "accuracy_stated": 3 / 4, "truncated": 0.0}
+    outs = [f"Working it out step by step, we get {r['answer']} in the end." for r in rows]  # right, read, not stated
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(rows)))
     got = task.held_out(None, None, rows)
     assert got["accuracy"] == 1.0 and got["parseable"] == 1.0 and got["stated"] == 0.0
+
+
+def test_heldout_fails_completions_cut_at_max_tokens_unless_told_to_score_them(monkeypatch):
+    """eval.truncated: two of six completions were cut mid-sentence after a number the verifier reads as the answer;
+    by default they fail (and are counted in `truncated`), with "score" they pass like the others."""
+    import reasoning_rl.evaluate as ev
+
+    task = Task.from_config(TaskConfig(num_train=10, num_test=6))
+    rows = task.test
+    outs = [f"The answer is {r['answer']}" for r in rows]
+    cut = [False, True, False, False, True, False]
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, cut))
+    got = task.held_out(None, None, rows)
+    assert got["accuracy"] == 4 / 6 and got["truncated"] == 2 / 6 and got["parseable"] == 1.0
+    assert task.held_out(None, None, rows, truncated="score")["accuracy"] == 1.0
+
+
+def test_greedy_decode_says_which_completions_were_cut():
+    """The real decode loop on a random tiny model: with the first greedy token of a prompt as the stop token, that
+    completion ends at once (not cut); with a stop token the model never writes, every completion is cut."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.evaluate import greedy_decode
+    from reasoning_rl.models import build_tiny
+    from reasoning_rl.rollout import decode
+
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    model.eval()
+    model.generation_config.eos_token_id = None
+    prompts = ["12+7=", "3*4=", "9-5="]
+    tok.padding_side = "left"
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    ids, _, _ = decode.sample(model, enc["input_ids"], enc["attention_mask"], 4, [tok.eos_token_id], temperature=0.0)
+    stop = int(ids[0, 0])
+    tok.eos_token_id = stop
+    texts, cut = greedy_decode(model, tok, prompts, max_new_tokens=4)
+    assert cut[0] is False and texts[0] == tok.decode([stop])  # one token, and it was the stop
+    tok.eos_token_id = next(i for i in range(len(tok)) if i not in set(ids.flatten().tolist()))
+    texts, cut = greedy_decode(model, tok, prompts, max_new_tokens=4)
+    assert cut == [True] * 3 and all(texts)
 
 
 @pytest.mark.parametrize("name", ["gsm8k", "gsm8k-2core", "humaneval", "plugin_reward"])

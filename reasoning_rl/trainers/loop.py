@@ -126,7 +126,8 @@ class Run:
     def evaluate(self) -> dict[str, float]:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
-        got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens)
+        got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
+                                  self.cfg.eval.truncated)
         return {f"eval/{k}": v for k, v in got.items()}
 
 
@@ -347,10 +348,11 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
 
 
 _LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2f}"),
-        ("yield", "curriculum/yield", "{:.2f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
+        ("yield", "curriculum/yield", "{:.2f}"), ("cut", "completions/clipped_ratio", "{:.2f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
         ("kl", "kl", "{:.4f}"), ("clip", "clip_ratio/region", "{:.3f}"), ("rollout", "time/rollout", "{:.2f}s"),
         ("verify", "time/verify", "{:.2f}s"), ("update", "time/update", "{:.2f}s"),
-        ("sandbox", "sandbox/wall_s", "{:.2f}s"), ("held-out", "eval/accuracy", "{:.3f}"))
+        ("sandbox", "sandbox/wall_s", "{:.2f}s"), ("held-out", "eval/accuracy", "{:.3f}"),
+        ("held-out cut", "eval/truncated", "{:.2f}"))
 
 
 def _log_line(m: dict, steps: int) -> str:

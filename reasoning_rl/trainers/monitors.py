@@ -21,6 +21,11 @@ Each monitor is a metric per round and an alert when it crosses its threshold (t
                        monitor/term_drift/<term> for the other reward terms, alerting when they move while the
                        outcome's pass rate does not
 
+Counts, not only shares: an alert on a share also needs the count behind it to be unlikely under the share
+before (`binomial_tail` below `p_value_max`: this round's k of n against the window's pooled share, smoothed by
+one pass and one fail; the second opinion's pooled k of n against `disagreement_max`). One pass of one won by a new
+path is a share of 1.00 and no evidence; 40 of 64 after 0 of 256 is.
+
 Not here: re-scoring a finished run (reverify.py), stopping the run (the loop, on `monitor.stop_on_alert`).
 """
 from __future__ import annotations
@@ -37,6 +42,25 @@ from ..task import Task
 from ..types import Group, Status
 
 _KIND = re.compile(r"\(([a-z][a-z ]{1,30})\)")
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p): how likely a count this high is by chance (1.0 for k <= 0)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p)
+            + (n - i) * math.log1p(-p) for i in range(k, n + 1)]
+    top = max(logs)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
+
+
+def _unlikely(k: int, n: int, k0: int, n0: int, p_max: float) -> bool:
+    """k of n is unlikely (one-sided, at p_max) under the share before, k0 of n0 smoothed: (k0 + 1) / (n0 + 2)."""
+    return binomial_tail(k, n, (k0 + 1) / (n0 + 2)) < p_max
 
 
 def pass_category(detail: str) -> str:
@@ -59,7 +83,7 @@ class Monitors:
         self.rounds: deque = deque(maxlen=w + 1)  # per round: pass share per category, masked share, lengths, terms
         self.evals: deque = deque(maxlen=w)  # (reward over the rounds since the last evaluation, held-out accuracy)
         self.since_eval: list[float] = []
-        self.disagreements: deque = deque(maxlen=cfg.window)
+        self.disagreements: deque = deque(maxlen=cfg.window)  # (disagreeing, re-checked) per round
         if cfg.second_opinion:
             verifiers.get(cfg.second_opinion)  # an unknown name fails before training
 
@@ -83,7 +107,8 @@ class Monitors:
         self.rounds.extend(state["rounds"])
         self.evals.extend(state["evals"])
         self.since_eval = list(state["since_eval"])
-        self.disagreements.extend(state["disagreements"])
+        # (disagreeing, re-checked) per round; a checkpoint from before the counts kept only rates: start afresh
+        self.disagreements.extend(tuple(c) for c in state["disagreements"] if isinstance(c, (list, tuple)))
 
     def pop_alerts(self) -> list[str]:
         out, self.alerts = self.alerts, []
@@ -116,15 +141,19 @@ class Monitors:
         name = self.cfg.second_opinion
         verdicts = [v[name] for v in self.task.verify_samples(verifiers.Reward.single(name), picked, pool=pool)]
         scored = [v for v in verdicts if not v.masked]
-        rate = sum(not v.passed for v in scored) / len(scored) if scored else 0.0
+        bad = sum(not v.passed for v in scored)
+        rate = bad / len(scored) if scored else 0.0
         if scored:
-            self.disagreements.append(rate)
-        mean = sum(self.disagreements) / max(1, len(self.disagreements))
+            self.disagreements.append((bad, len(scored)))
+        k, n = (sum(c[i] for c in self.disagreements) for i in (0, 1))
+        mean = k / max(1, n)  # pooled over the window: each re-checked pass counts once
         full = len(self.disagreements) == self.cfg.window
-        self._check("disagreement", bool(scored) and full and mean > self.cfg.disagreement_max,
-                    f"monitor/disagreement: {mean:.3f} of the passes re-checked by {name!r} over the last "
-                    f"{self.cfg.window} rounds fail it (this round {rate:.3f} of {len(scored)}; threshold "
-                    f"{self.cfg.disagreement_max})")
+        p = binomial_tail(k, n, self.cfg.disagreement_max)
+        self._check("disagreement", bool(scored) and full and mean > self.cfg.disagreement_max
+                    and p < self.cfg.p_value_max,
+                    f"monitor/disagreement: {k} of {n} passes ({mean:.3f}) re-checked by {name!r} over the last "
+                    f"{self.cfg.window} rounds fail it (this round {bad} of {len(scored)}; threshold "
+                    f"{self.cfg.disagreement_max}, p = {p:.2g})")
         return {"monitor/disagreement": rate, "monitor/disagreement_mean": mean,
                 "monitor/second_opinion_masked": float(len(verdicts) - len(scored))}
 
@@ -136,16 +165,22 @@ class Monitors:
             out[f"monitor/pass_share/{cat}"] = share
             if len(before) == self.cfg.window:
                 past = sum(r["cat"].get(cat, 0) / max(1, r["n_pass"]) for r in before) / len(before)
-                self._check(f"pass_share/{cat}", share - past > self.cfg.category_shift_max,
-                            f"monitor/pass_share/{cat}: {share:.2f} of passes, {past:.2f} over the {len(before)} "
-                            f"rounds before (threshold +{self.cfg.category_shift_max})")
+                k0, n0 = sum(r["cat"].get(cat, 0) for r in before), sum(r["n_pass"] for r in before)
+                self._check(f"pass_share/{cat}", share - past > self.cfg.category_shift_max
+                            and _unlikely(n, now["n_pass"], k0, n0, self.cfg.p_value_max),
+                            f"monitor/pass_share/{cat}: {n} of {now['n_pass']} passes ({share:.2f}), {k0} of {n0} "
+                            f"({past:.2f}) over the {len(before)} rounds before (threshold +"
+                            f"{self.cfg.category_shift_max})")
         for status in (Status.ABSTAIN.value, Status.TIMEOUT.value, Status.ERROR.value):
-            share = now["masked"].get(status, 0) / max(1, now["n"])
+            k = now["masked"].get(status, 0)
+            share = k / max(1, now["n"])
             out[f"monitor/masked/{status}"] = share
             if len(before) == self.cfg.window:
                 past = sum(r["masked"].get(status, 0) / max(1, r["n"]) for r in before) / len(before)
-                self._check(f"masked/{status}", share - past > self.cfg.masked_shift_max,
-                            f"monitor/masked/{status}: {share:.2f} of samples, {past:.2f} before")
+                k0, n0 = sum(r["masked"].get(status, 0) for r in before), sum(r["n"] for r in before)
+                self._check(f"masked/{status}", share - past > self.cfg.masked_shift_max
+                            and _unlikely(k, now["n"], k0, n0, self.cfg.p_value_max),
+                            f"monitor/masked/{status}: {k} of {now['n']} samples ({share:.2f}), {past:.2f} before")
         return out
 
     def _drift(self, now: dict) -> dict[str, float]:
