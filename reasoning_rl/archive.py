@@ -5,7 +5,7 @@ its group, text, token count, finish reason, the version of the weights that sam
 staleness (updates behind at this step), every verdict (status, score, detail), and the
 provenance of each verdict: its verifier's version and a hash of the options it was called with
 (`provenance`), so a later `reasoning-rl reverify` can say which versions disagree.
-`read_archive` rebuilds the `Group`s (one per step and prompt), so `reasoning-rl pairs --archive`
+`read_archive` rebuilds the `Group`s (one per step and prompt; `read_archive_rounds` by step), so `reasoning-rl pairs --archive`
 can build preference pairs from a finished training run. Standard library only.
 """
 from __future__ import annotations
@@ -49,6 +49,11 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
 
 def read_archive(path: str) -> list[Group]:
     """Groups keyed by (step, prompt_id), samples in their original order."""
+    return [g for groups in read_archive_rounds(path).values() for g in groups]
+
+
+def read_archive_rounds(path: str) -> dict[int, list[Group]]:
+    """step -> that round's groups (ordered by prompt id), samples in their original order."""
     groups: dict[tuple[int, str], dict] = {}
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -64,5 +69,8 @@ def read_archive(path: str) -> list[Group]:
                 raise ValueError(f"{path}:{lineno}: not a rollout-archive line ({type(e).__name__}: {e})") from None
             entry = groups.setdefault(key, {"prompt": r["prompt"], "task": r.get("task", {}), "samples": {}})
             entry["samples"][int(r.get("index", len(entry["samples"])))] = sample
-    return [Group(pid, e["prompt"], e["task"], [e["samples"][i] for i in sorted(e["samples"])])
-            for (step, pid), e in sorted(groups.items())]
+    out: dict[int, list[Group]] = {}
+    for (step, pid), e in sorted(groups.items()):
+        samples = [e["samples"][i] for i in sorted(e["samples"])]
+        out.setdefault(step, []).append(Group(pid, e["prompt"], e["task"], samples))
+    return out

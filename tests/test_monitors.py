@@ -156,7 +156,8 @@ def test_reverify_flips_nothing_with_the_same_verifiers_and_finds_a_lenient_runs
     task = json.loads((honest / "task.json").read_text())
     assert task["outcome"] == "math" and [t["verifier"] for t in task["terms"]] == ["math", "think_answer"]
     line = json.loads((honest / "archive.jsonl").read_text().splitlines()[0])
-    assert line["provenance"]["math"] == {"version": "1", "options_hash": task["terms"][0]["options_hash"]}
+    assert line["provenance"]["math"] == {"version": verifiers.get("math").version,
+                                          "options_hash": task["terms"][0]["options_hash"]}
     rep = reverify(str(honest))
     assert rep.samples == 32 and sum(rep.flips.values()) == 0
 

@@ -57,6 +57,9 @@ class Verifier:
     name: str = ""
     version: str = ""
     spec: VerifierSpec = VerifierSpec()
+    # the reward passes the prompt (option `prompt`) to a verifier that needs it (spec.needs) or reads it to tell an
+    # answer from a restatement of the question (`math`, `math_verify`)
+    reads_prompt: bool = False
 
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
         raise NotImplementedError

@@ -9,8 +9,11 @@ Order of trust, first hit wins (the second value returned names the path taken, 
   4. "final answer: X", "the answer is X", "answer: X" (the last such phrase).
   5. A bold `**X**` on one of the last two lines, when X is short and not prose.
   6. For short outputs (one line, no sentence): the whole output.
-  7. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the last
-     number on the last line that has one.
+  7. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the closing
+     statement (the last sentence with a number), read as an answer only where it states one:
+     an amount of money ("... has $8 left." -> 8, path "currency"), "... is 15." at its end (path
+     "closing statement"), else its last number (path "last number", a fallback). A closing
+     statement that rejects a candidate ("So x = 3 is not a solution.") gives no answer.
 
 Prose with money is not maths: a `$...$` span whose content reads as a sentence ("$2 per egg
 and has 9 left, so $") is not taken for a math span. Calculator annotations (`<<2*9=18>>`,
@@ -29,7 +32,8 @@ TAIL_CHARS = 4000
 MAX_ANSWER_CHARS = 1500
 # the paths on which the output itself says "this is my answer" (1-5 above); the others are fallbacks that read an
 # answer into an output that states none
-STATED_PATHS = frozenset({"boxed", "answer tag", "#### marker", "A: line", "answer phrase", "bold"})
+STATED_PATHS = frozenset({"boxed", "equal boxes", "answer tag", "#### marker", "A: line", "answer phrase", "bold",
+                          "currency", "closing statement"})
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
@@ -151,11 +155,41 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         return s, "whole output"
     if spans:
         return _span_content(spans[-1]).strip(), "last math span"
-    for line in reversed(s.replace("$", " ").splitlines()):
-        nums = _NUMBER.findall(line)
-        if nums:
-            return nums[-1], "last number"
-    return None, "no answer found"
+    return closing_answer(s)
+
+
+_REJECTS = re.compile(r"\b(?:not|no|never|cannot|neither|nor|fails?|isn't|aren't|doesn't|don't|wasn't|won't)\b",
+                      re.I)
+_CURRENCY = re.compile(r"(?<![\w$])\$\s?(-?\d[\d,]*(?:\.\d+)?)")
+_IS_NUMBER = re.compile(r"\b(?:is|are|was|were|equals)\s+\$?\s?(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*(?:[%°]|[A-Za-z]+)?"
+                        r"\s*[.!]?\s*$")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def closing_statement(s: str) -> str:
+    """The output's closing statement: the last sentence, on the last line with a number, that has a number."""
+    for line in reversed(s.splitlines()):
+        sentences = [x for x in _SENTENCE_BREAK.split(line.strip()) if _NUMBER.search(x.replace("$", " "))]
+        if sentences:
+            return sentences[-1]
+    return ""
+
+
+def closing_answer(s: str) -> tuple[str | None, str]:
+    """The answer the closing statement states (an amount of money, "... is N." at its end), else its last number
+    (a fallback); none when the statement rejects a candidate ("x = 3 is not a solution")."""
+    sentence = closing_statement(s)
+    if not sentence:
+        return None, "no answer found"
+    if looks_like_prose(sentence) and _REJECTS.search(sentence):
+        return None, "closing statement rejects a candidate"
+    money = _CURRENCY.findall(sentence)
+    if money:
+        return money[-1], "currency"
+    m = _IS_NUMBER.search(sentence)
+    if m and looks_like_prose(sentence):
+        return m.group(1), "closing statement"
+    return _NUMBER.findall(sentence.replace("$", " "))[-1], "last number"
 
 
 def _span_content(m: re.Match) -> str:
@@ -225,3 +259,15 @@ def extract_choice(text: str) -> tuple[str | None, str]:
     if m:
         return m.group(1), "leading letter"
     return None, "no choice letter"
+
+
+_ARITHMETIC = re.compile(r"-?\d[\d,.]*(?:\s*[-+*/^×÷]\s*\(?-?\d[\d,.]*\)?)+")
+
+
+def restates_expression(answer: str, prompt: str, gold: str) -> bool:
+    """Is `answer` an arithmetic expression ("77 + 42") that the prompt already holds, where the gold is a plain
+    number? Evaluating it would pay a completion that only copies the question ("What is 77 + 42?")."""
+    said = re.sub(r"\s+", "", answer).rstrip("=")
+    return bool(_ARITHMETIC.fullmatch(said)) and said in re.sub(r"\s+", "", prompt) \
+        and bool(re.fullmatch(r"-?[\d,]+(?:\.\d+)?", str(gold).strip()))
+

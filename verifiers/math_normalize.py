@@ -114,12 +114,26 @@ def latex_to_text(s: str) -> str:
     s = re.sub(r"\\([A-Za-z]+)", r" \1 ", s)  # \sin -> sin, \alpha -> alpha, \mathrm-less leftovers
     s = re.sub(r"(?<![A-Za-z])(arcsin|arccos|arctan|arcsec|arccsc|arccot|ln)(?![A-Za-z])",
                lambda m: _FUNCS[m.group(1)], s)
+    s = _bare_arguments(s)
     s = re.sub(r"_\s*\{\s*([A-Za-z0-9]+)\s*\}", r"_\1", s)  # x_{1} -> x_1
     if s.startswith("{") and s.endswith("}") and _one_group(s) and "," in s:
         s = "⟦" + s[1:-1] + "⟧"  # a plain-text set {1, 2}: keep its braces
     s = s.replace("{", "(").replace("}", ")").replace("⟦", "{").replace("⟧", "}")
     s = re.sub(r"\s+", " ", s).strip()
     return s
+
+
+_FN = r"(?:a?(?:sin|cos|tan|sec|csc|cot)h?|log)"
+_ATOM = r"(?:\d+(?:\.\d+)?|pi|DEGREE|theta|alpha|beta|gamma|phi|[A-Za-z])(?![A-Za-z0-9(])"
+_BARE_ARGUMENT = re.compile(rf"(?<![A-Za-z])({_FN})(\s*\^\s*(?:\d+|\(\s*-?\d+\s*\)))?\s+((?:{_ATOM}\s*)+)")
+
+
+def _bare_arguments(s: str) -> str:
+    """A function's argument written without parentheses, parenthesised: it runs over the product of numbers and
+    single-letter names that follows, and stops at the next function, operator or bracket.
+    'sin 2x' -> 'sin(2x)', '2 sin x cos x' -> '2 sin(x) cos(x)' (not sin(x cos(x))), 'sin 60 DEGREE' ->
+    'sin(60 DEGREE)', 'sin^2 x' -> 'sin^2(x)'."""
+    return _BARE_ARGUMENT.sub(lambda m: f"{m.group(1)}{(m.group(2) or '').strip()}({m.group(3).strip()}) ", s)
 
 
 def _one_group(s: str) -> bool:

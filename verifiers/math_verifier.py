@@ -7,6 +7,13 @@ Verdicts:
   UNPARSEABLE           no trustworthy answer in the output (empty, several different boxed
                         answers, nothing parseable): the model's failure, score 0.0
   INCORRECT             a hedge ("A or B or C"), or an answer found only inside an echo of the prompt
+  UNPARSEABLE, too      with the prompt given: a fallback answer (the closing statement's last number) that only
+                        restates a number of the question, a closing statement that shares no word with the
+                        question (it talks about something else), or an arithmetic expression copied from the
+                        question where the reference is a number ("77 + 42" for "What is 77 + 42?")
+
+Several boxed answers that are all equal in value (`\\boxed{5/2}` ... Final Answer: `\\boxed{\\frac{5}{2}}`, a mixed
+number and its improper fraction) are one answer (path "equal boxes"); several that differ stay a hedge.
   ABSTAIN               the *reference* cannot be parsed: not the model's fault, masked
 
 No timeouts here: the runtime runs every call in a worker process with a wall-clock kill,
@@ -21,8 +28,8 @@ from reasoning_rl.types import Status, Verdict
 
 from .base import Verifier, VerifierSpec
 from .math_equiv import equivalent
-from .math_extract import (STATED_PATHS, _NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, distinct_boxes, extract_answer, extract_choice,
-                           is_hedge)
+from .math_extract import (STATED_PATHS, _NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, closing_statement, distinct_boxes,
+                           extract_answer, extract_choice, is_hedge, looks_like_prose, restates_expression)
 from .math_parse import ParseFailure, parse_answer
 
 _GOLD_NEEDS_EXTRACTION = re.compile(r"\\boxed|\\fbox|answer\s*(?:is|:)|<answer>", re.I)
@@ -38,13 +45,54 @@ def gold_answer(reference: str) -> str | None:
     return ref or None
 
 
+_CONTENT = re.compile(r"[A-Za-z]{4,}")
+_STOP = frozenset("""that this with from have there their they then than what which when will would each much many
+some into were been being does after before also only more most other about your them these those such just very
+here where while because answer final total""".split())
+
+
+def _topics(text: str) -> set[str]:
+    """Content words of a text, cut to their first four letters ("received" and "receive" meet)."""
+    return {w.lower()[:4] for w in _CONTENT.findall(text) if w.lower() not in _STOP}
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text.replace("$", " "))}
+
+
+def _fallback_refused(output: str, answer: str, how: str, prompt: str) -> str | None:
+    """Why an answer read into the closing statement is not one, given the question; None when it stands. A last
+    number that the question already holds, in a prose sentence that does not compute it (no "="), is a restatement
+    (an operand, a quantity of the problem); a closing sentence with no word of the question's is about something
+    else."""
+    sentence, asked = closing_statement(output), _topics(prompt)
+    if how == "last number" and answer.replace(",", "") in _numbers(prompt) and "=" not in sentence \
+            and looks_like_prose(sentence):  # "3 + 5 - 5 = 3" derives it, a last line "35" states it: not refused
+        return f"last number {answer!r} only restates the question"
+    if how in ("last number", "closing statement", "currency") and len(asked) >= 3 and looks_like_prose(sentence) \
+            and not _topics(sentence) & asked:  # a question in words ("12+30=" has none to share)
+        return f"closing statement {sentence[-60:]!r} shares no word with the question"
+    return None
+
+
+def _equal_boxes(output: str) -> str | None:
+    """The last of several boxed answers when all are equal in value (a/b and \\frac{a}{b}); None otherwise."""
+    boxes = distinct_boxes(output)
+    try:
+        parsed = [parse_answer(b) for b in boxes]
+    except ParseFailure:
+        return None
+    return boxes[-1] if all(equivalent(parsed[0], p) for p in parsed[1:]) else None
+
+
 def _squash(s: str) -> str:
     return re.sub(r"\s+|^\$|\$$", "", s)
 
 
 class MathVerifier(Verifier):
     name = "math"
-    version = "1"
+    version = "2"
+    reads_prompt = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=5.0,
                         description="final answer equivalent to the reference (numbers, expressions, equations, "
                                     "sets, intervals, matrices, choices)")
@@ -85,6 +133,10 @@ class MathVerifier(Verifier):
                 return Verdict.correct(detail=f"choice {letter} ({how})")
             return Verdict.incorrect(detail=f"choice {letter} ({how}) != {gold.value}")
         answer, how = extract_answer(output)
+        if answer is None and "different boxed" in how:
+            same = _equal_boxes(output)
+            if same is not None:
+                answer, how = same, "equal boxes"
         if answer is None and (gold.kind == "set" or gold.kind == "seq" and not gold.bracket) \
                 and "different boxed" in how:
             boxes = distinct_boxes(output[-TAIL_CHARS:])
@@ -92,6 +144,12 @@ class MathVerifier(Verifier):
                 answer, how = ", ".join(boxes), "boxed list"
         if answer is None:
             return Verdict.unparseable(detail=how)
+        if prompt and str(prompt).strip():
+            refused = _fallback_refused(output, answer, how, str(prompt))
+            if refused:
+                return Verdict.unparseable(detail=refused)
+            if restates_expression(answer, str(prompt), gold_text):
+                return Verdict.unparseable(detail=f"{answer[:60]!r} ({how}) restates the question's expression")
         if len(answer) > MAX_ANSWER_CHARS:
             return Verdict.unparseable(detail=f"answer longer than {MAX_ANSWER_CHARS} characters")
         if is_hedge(answer) and not is_hedge(gold_text):

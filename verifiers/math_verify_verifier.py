@@ -12,6 +12,14 @@ Statuses: equal -> CORRECT (1.0); not equal -> INCORRECT (0.0); nothing extracte
 completion -> UNPARSEABLE (0.0); a reference math-verify cannot parse -> ABSTAIN (masked: the
 verifier does not apply). The detail names what each side parsed to.
 
+Two guards before math-verify's comparison, because as a reward it pays a policy for not answering:
+  - an empty last `\\boxed{}` is no answer (math-verify reads the expression before it: "42 + 78 = \\boxed{}" is
+    judged equal to 120);
+  - with the prompt given (the reward passes it), an extracted arithmetic expression that the prompt already
+    holds ("77 + 42" for "What is 77 + 42?", a plain-number reference) restates the question: math-verify
+    evaluates it and would pay the echo. Both are UNPARSEABLE, as the `math` verifier scores them. What math-verify still accepts
+    that `math` does not is listed in docs/verifiers.md.
+
 Not here: our own extraction rules (that is the `math` verifier); this one is math-verify as it is.
 """
 from __future__ import annotations
@@ -22,6 +30,7 @@ from typing import Any
 from reasoning_rl.types import Status, Verdict
 
 from .base import Verifier, VerifierSpec
+from .math_extract import boxed_answers, restates_expression
 
 
 def _quiet() -> None:
@@ -34,14 +43,16 @@ def _quiet() -> None:
 
 class MathVerifyVerifier(Verifier):
     name = "math_verify"
-    version = "1"
+    version = "2"
+    reads_prompt = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=10.0,
                         description="Hugging Face math-verify's extraction and sympy comparison (its signal "
                                     "timeouts off; the runtime's wall clock bounds each call)")
 
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
+        prompt = options.pop("prompt", None)
         if options:
-            raise ValueError(f"math_verify: unknown option {next(iter(options))!r}; valid: ['timeout']")
+            raise ValueError(f"math_verify: unknown option {next(iter(options))!r}; valid: ['timeout', 'prompt']")
         from math_verify import parse, verify
 
         _quiet()
@@ -51,9 +62,14 @@ class MathVerifyVerifier(Verifier):
         gold = parse(ref, parsing_timeout=None) or parse(f"${ref}$", parsing_timeout=None)
         if not gold:
             return Verdict.masked_as(Status.ABSTAIN, f"math-verify cannot parse the reference {ref[:80]!r}")
+        boxes = boxed_answers(str(completion))
+        if boxes and not boxes[-1].strip():
+            return Verdict.unparseable(detail="an empty \\boxed{} (math-verify would read the expression before it)")
         pred = parse(str(completion), parsing_timeout=None)
         if not pred:
             return Verdict.unparseable(detail="math-verify extracted no answer")
+        if prompt and restates_expression(str(pred[-1]), str(prompt), ref):
+            return Verdict.unparseable(detail=f"{str(pred[-1])[:60]!r} restates the prompt's expression")
         shown = f"{str(pred[-1])[:80]!r} vs {str(gold[-1])[:80]!r}"
         if verify(gold, pred, timeout_seconds=None):
             return Verdict.correct(detail=f"{shown}: equal")

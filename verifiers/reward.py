@@ -21,9 +21,10 @@ from .runtime import Call, VerifierPool, default_pool
 
 
 def _wants_prompt(name: str) -> bool:
-    """Verifiers that read the prompt get it: `math` (to tell echoed operands from answers) and any
-    whose spec lists "prompt" (the judge, the PRM)."""
-    return name == "math" or "prompt" in get(name).spec.needs
+    """Verifiers that read the prompt get it: those that tell a restated question from an answer (`reads_prompt`:
+    `math`, `math_verify`) and any whose spec lists "prompt" (the judge, the PRM)."""
+    v = get(name)
+    return v.reads_prompt or "prompt" in v.spec.needs
 
 
 @dataclass(frozen=True)
