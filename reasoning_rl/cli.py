@@ -279,17 +279,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="report directory (default: RUN_DIR/reverify)")
     p.set_defaults(func=cmd_reverify)
 
+    p = cmd(sub, "report", "one self-contained HTML page of a run: curves, every sample beside its verdict (the "
+                           "part the verifier read highlighted), groups side by side, prompts, re-verification",
+            "reasoning-rl report runs/grpo-<time>    (then open runs/grpo-<time>/report.html)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run's directory (train, demo, eval, or one with reverify/)")
+    p.add_argument("--output", "-o", help="the HTML file (default: RUN_DIR/report.html)")
+    p.add_argument("--serve", action="store_true", help="serve it on localhost instead, rebuilt at each load and "
+                                                        "reloading itself every 15 s (a run in progress)")
+    p.add_argument("--port", type=NONNEG_INT, default=8765, help="with --serve (0 = any free port)")
+    p.set_defaults(func=cmd_report)
+
     _add_data_commands(sub)
     _add_train_commands(sub)
     p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot. With "
                          "--model, GRPO of a real chat model on word problems, sized for a 2-core CPU",
              "reasoning-rl demo --model smollm2-135m-instruct")
     add_config_args(p)
-    p.add_argument("--model", metavar="NAME", help="a real model's demo (smollm2-135m-instruct: about 15 minutes on "
-                                                   "2 cores); its knobs apply over --config, under --set")
+    p.add_argument("--model", metavar="NAME", help="a real model's demo (smollm2-135m-instruct; its time on 2 cores "
+                                                   "is in docs/results.md); its knobs apply over --config, under --set")
     add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
     return ap
+
+
+def cmd_report(args) -> int:
+    from .report import serve, write_report
+
+    if args.serve:
+        serve(args.run_dir, args.port)
+        return 0
+    rep = write_report(args.run_dir, args.output)
+    for line in rep.skipped:
+        print(f"report: {line}", file=sys.stderr)
+    print(f"written: {rep.run['written']} ({len(rep.samples)} samples, {len(rep.metrics)} metric lines); open it in "
+          "any browser, no network needed")
+    return 0
 
 
 def _exiting(argv) -> None:

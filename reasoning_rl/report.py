@@ -1,0 +1,196 @@
+"""`reasoning-rl report RUN_DIR`: one self-contained HTML page to look at a run with, every sample beside its verdict.
+
+    build_report(run_dir) -> Report            the run's data, read tolerantly (what was skipped, and why)
+    write_report(run_dir, out=None) -> Report  RUN_DIR/report.html: no network, no CDN, opens from disk
+    serve(run_dir, port)                       the same page on localhost, rebuilt at each load (a run in progress)
+
+Pages (reasoning_rl/report_page.html draws them from the data embedded in the file):
+  Overview        task, model, config as written, reward terms; the curves a user reads first, drawn from
+                  metrics.jsonl (the same numbers), alerts marked where they fired; where wall time went per round
+  Rollouts        every archived sample, filterable (step, prompt, status, reward, extraction path, length,
+                  truncation, free text) and paged; a sample's verdicts with the verifier's version and options hash,
+                  the span the outcome verifier read highlighted; a group's samples side by side with advantages
+  Prompts         per prompt: its pass rate at each step it was sampled, a link to its samples
+  Re-verification the flips of `reasoning-rl reverify` per step and kind, each linked to its sample
+
+Reads what any command writes: a training run (metrics, archive, task.json, run_config.json), `eval` (archive,
+summary.json), `reverify` (reverify/flips.jsonl), a DPO run (metrics only). A damaged file (a truncated last line,
+a line that is not JSON) is skipped line by line and named in `Report.skipped`; a missing one is named too.
+
+Not here: the metrics themselves (trainers/metrics.py), re-scoring (reverify.py). The ledger's curriculum decisions
+are not shown yet (the Prompts page reads pass rates from the archive).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+
+from .errors import UserError
+
+PAGE = "report_page.html"
+SAMPLE_COLUMNS = ("step", "prompt_id", "index", "status", "reward", "path", "tokens", "cut", "text", "hl")
+
+
+@dataclass
+class Report:
+    """What a run directory holds, as the page shows it, and what could not be read."""
+    run_dir: str
+    run: dict = field(default_factory=dict)  # kind, task, config, summary
+    metrics: list[dict] = field(default_factory=list)
+    samples: list[list] = field(default_factory=list)  # rows of SAMPLE_COLUMNS
+    verdicts: list[dict] = field(default_factory=list)  # per sample: verifier -> [status, score, detail]
+    prompts: dict[str, str] = field(default_factory=dict)  # prompt id -> prompt text
+    flips: list[dict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def data(self) -> dict:
+        return {"run": self.run, "metrics": self.metrics, "columns": list(SAMPLE_COLUMNS), "samples": self.samples,
+                "verdicts": self.verdicts, "prompts": self.prompts, "flips": self.flips, "skipped": self.skipped}
+
+
+def _jsonl(path: str, skipped: list[str]) -> list[dict]:
+    """The JSON lines of a file; a line that does not parse (a run killed mid-write) is skipped and named."""
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                skipped.append(f"{os.path.basename(path)}:{n}: not a complete JSON line (skipped)")
+    return out
+
+
+def _json(path: str, skipped: list[str]) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        skipped.append(f"{os.path.basename(path)}: not readable JSON ({e}); left out")
+        return None
+
+
+def _highlight(outcome: str, text: str) -> list[int] | None:
+    """[start, end) of the answer the outcome verifier read in `text`: its last occurrence (None when the verifier
+    has no `answer_key` or found nothing)."""
+    import verifiers
+
+    key = getattr(verifiers.get(outcome), "answer_key", None) if outcome in verifiers.names() else None
+    answer = key(text) if key else None
+    if not answer:
+        return None
+    at = text.rfind(answer)
+    return [at, at + len(answer)] if at >= 0 else None
+
+
+def _kind(run_dir: str, config: dict | None, summary: dict | None) -> str:
+    if config:
+        return config.get("algorithm", "train")
+    if os.path.isdir(os.path.join(run_dir, "dpo_ours")) or os.path.isdir(os.path.join(run_dir, "dpo_trl")):
+        return "dpo"
+    if summary and "samples_per_prompt" in summary:
+        return "eval"
+    return "run"
+
+
+def build_report(run_dir: str) -> Report:
+    """Everything the page shows, read from `run_dir`; UserError when it holds nothing a report can show."""
+    from .trainers.monitors import pass_category
+
+    if not os.path.isdir(run_dir):
+        raise UserError(f"report: {run_dir!r} is not a directory")
+    rep = Report(run_dir)
+    sk = rep.skipped
+    path = lambda name: os.path.join(run_dir, name)  # noqa: E731
+    task = _json(path("task.json"), sk) or {}
+    config = _json(path("run_config.json"), sk)
+    summary = _json(path("summary.json"), sk)
+    outcome = task.get("outcome", "")
+    weights = {t["verifier"]: t["weight"] for t in task.get("terms", [])}
+    versions = {t["verifier"]: {"version": t.get("version"), "options_hash": t.get("options_hash"),
+                                "options": t.get("options", {})} for t in task.get("terms", [])}
+    rep.run = {"dir": os.path.abspath(run_dir), "kind": _kind(run_dir, config, summary), "task": task,
+               "config": (config or {}).get("config") or (summary or {}).get("config"), "summary": summary,
+               "verifiers": versions}
+    if os.path.exists(path("metrics.jsonl")):
+        rep.metrics = _jsonl(path("metrics.jsonl"), sk)
+    else:
+        sk.append("metrics.jsonl: missing (no curves)")
+    if os.path.exists(path("archive.jsonl")):
+        for r in _jsonl(path("archive.jsonl"), sk):
+            try:
+                v = r["verdicts"]
+                out = v.get(outcome) or next(iter(v.values()), None)
+                status = out["status"] if out else "unverified"
+                scored = [(k, x) for k, x in v.items() if k in weights]
+                masked = out is None or out["score"] is None
+                reward = None if masked else sum(weights[k] * (x["score"] or 0.0) for k, x in scored)
+                path_kind = pass_category(out["detail"]) if out else ""
+                text = r["text"]
+                rep.prompts.setdefault(str(r["prompt_id"]), r.get("prompt", ""))
+                rep.samples.append([int(r["step"]), str(r["prompt_id"]), int(r.get("index", 0)), status, reward,
+                                    path_kind, int(r.get("n_tokens", 0)), r.get("finish_reason") == "length", text,
+                                    _highlight(outcome, text) if out and outcome else None])
+                rep.verdicts.append({k: [x["status"], x["score"], x.get("detail", "")] for k, x in v.items()})
+            except (KeyError, TypeError, ValueError) as e:
+                sk.append(f"archive.jsonl: a line without {e} (skipped)")
+    else:
+        sk.append("archive.jsonl: missing (no rollouts)")
+    if os.path.exists(path(os.path.join("reverify", "flips.jsonl"))):
+        rep.flips = [{k: f.get(k) for k in ("step", "prompt_id", "index", "verifier", "flip", "old", "new")}
+                     for f in _jsonl(path(os.path.join("reverify", "flips.jsonl")), sk)]
+    if not rep.metrics and not rep.samples:
+        raise UserError(f"report: {run_dir!r} holds neither metrics.jsonl nor archive.jsonl (not a run directory)")
+    return rep
+
+
+def render(rep: Report, refresh_s: int = 0) -> str:
+    """The page: report_page.html with the run's data embedded as JSON (and a reload every `refresh_s`)."""
+    page = resources.files("reasoning_rl").joinpath(PAGE).read_text(encoding="utf-8")
+    data = json.dumps(rep.data(), ensure_ascii=False, separators=(",", ":"), default=str)
+    data = data.replace("</", "<\\/")  # a sample that writes </script> stays inside the data block
+    meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return page.replace("<!--REFRESH-->", meta).replace("/*DATA*/null", data)
+
+
+def write_report(run_dir: str, out: str | None = None) -> Report:
+    rep = build_report(run_dir)
+    out = out or os.path.join(run_dir, "report.html")
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(render(rep))
+    os.replace(tmp, out)
+    rep.run["written"] = out
+    return rep
+
+
+def serve(run_dir: str, port: int = 8765, refresh_s: int = 15, log=print) -> None:
+    """The report on http://127.0.0.1:PORT/, rebuilt from the run directory at each load (reloads itself every
+    `refresh_s` seconds, so a run in progress shows its new rounds). Ctrl-C stops it."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    build_report(run_dir)  # a directory with nothing to show fails here, before the server starts
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server name
+            if self.path not in ("/", "/index.html"):
+                self.send_error(404)
+                return
+            body = render(build_report(run_dir), refresh_s).encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # quiet: one line at start is enough
+            pass
+
+    with ThreadingHTTPServer(("127.0.0.1", port), Handler) as httpd:
+        log(f"report of {run_dir} on http://127.0.0.1:{httpd.server_address[1]}/ (rebuilt at each load; Ctrl-C stops)")
+        httpd.serve_forever()

@@ -1,0 +1,212 @@
+"""`reasoning-rl report`: the page's data is the run's own, damaged runs are shown with what was skipped, and the
+page works in a real headless browser (Debian's chromium, driven by Selenium; no browser is downloaded).
+
+The run is a real GRPO run of the tiny model (random weights, a few rounds), re-verified with `repetition` standing in
+for the outcome (it passes any text that does not repeat itself), so that the re-verification page has flips.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.errors import UserError
+from reasoning_rl.report import SAMPLE_COLUMNS, build_report, render, write_report
+
+from .conftest import PY, ROOT, run_env
+
+RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=3", "grpo.prompts_per_step=4",
+       "grpo.group_size=4", "grpo.filter_mixed=false", "eval.size=8", "grpo.eval_every=1", "grpo.train_prompts=16",
+       "generation.max_tokens=8", "grpo.verifier_workers=1", "grpo.checkpoint_every=0"]
+COL = {c: i for i, c in enumerate(SAMPLE_COLUMNS)}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from reasoning_rl.reverify import reverify, write_report as write_reverify
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    out = tmp_path_factory.mktemp("report") / "run"
+    train_grpo(config.load(Config, overrides=RUN + [f"output_dir={out}"]), log=lambda *_: None)
+    write_reverify(reverify(str(out), "repetition"), str(out / "reverify"))
+    return out
+
+
+def _lines(path):
+    return [json.loads(x) for x in open(path, encoding="utf-8") if x.strip()]
+
+
+def test_the_page_holds_the_runs_own_numbers_and_samples(run_dir):
+    rep = build_report(str(run_dir))
+    assert rep.metrics == _lines(run_dir / "metrics.jsonl")
+    archive = _lines(run_dir / "archive.jsonl")
+    assert len(rep.samples) == len(archive) == 3 * 4 * 4
+    for row, line in zip(rep.samples, archive):
+        assert row[COL["text"]] == line["text"] and row[COL["step"]] == line["step"]
+        assert row[COL["status"]] == line["verdicts"]["math"]["status"]
+    assert rep.run["kind"] == "grpo" and rep.run["config"]["grpo"]["steps"] == 3
+    assert rep.run["verifiers"]["math"]["version"] == "2"
+    assert rep.flips and {f["verifier"] for f in rep.flips} == {"repetition"}
+    assert rep.skipped == []
+
+
+def test_the_highlight_is_the_answer_the_verifier_read():
+    """On an archive line written here: the math verifier reads the boxed 12, not the 7 after it."""
+    from reasoning_rl.report import _highlight
+
+    text = "3+4=7, so \\boxed{12} and not 7"
+    start, end = _highlight("math", text)
+    assert text[start:end] == "12" and text[start - 7:start] == "\\boxed{"
+    assert _highlight("math", "no number here") is None
+    assert _highlight("contains_answer", "12") is None  # a verifier with no answer_key: nothing to highlight
+
+
+def test_a_damaged_run_says_what_it_skipped_and_shows_the_rest(run_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(run_dir, broken)
+    with open(broken / "metrics.jsonl", "a") as f:
+        f.write('{"step": 4, "reward/me')  # a run killed mid-write
+    os.remove(broken / "archive.jsonl")
+    rep = write_report(str(broken))
+    assert any("metrics.jsonl:" in s and "not a complete JSON line" in s for s in rep.skipped)
+    assert any("archive.jsonl: missing" in s for s in rep.skipped)
+    assert len(rep.metrics) == len(_lines(run_dir / "metrics.jsonl")) and rep.samples == []
+    assert (broken / "report.html").stat().st_size > 10_000
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UserError, match="neither metrics.jsonl nor archive.jsonl"):
+        build_report(str(empty))
+
+
+def test_a_sample_cannot_close_the_data_block(run_dir, tmp_path):
+    """A completion that writes </script> stays data: the page still parses it as JSON."""
+    rep = build_report(str(run_dir))
+    rep.samples[0][COL["text"]] = "</script><script>alert(1)</script>"
+    html = render(rep)
+    block = html.split('<script id="data" type="application/json">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(block)["samples"][0][COL["text"]] == "</script><script>alert(1)</script>"
+
+
+def test_cli_report_and_serve(run_dir, tmp_path):
+    from reasoning_rl.cli import main
+
+    out = tmp_path / "r.html"
+    assert main(["report", str(run_dir), "-o", str(out)]) == 0 and out.read_text().startswith("<!DOCTYPE html>")
+    assert main(["report", str(tmp_path / "missing")]) == 2  # one line, exit 2
+    p = subprocess.Popen([PY, "-m", "reasoning_rl", "report", str(run_dir), "--serve", "--port", "0"],
+                         stdout=subprocess.PIPE, text=True, env=run_env(), cwd=ROOT)
+    try:
+        line = p.stdout.readline()
+        url = line.split(" on ", 1)[1].split()[0]
+        body = urllib.request.urlopen(url, timeout=30).read().decode()
+        assert '<meta http-equiv="refresh" content="15">' in body and str(run_dir) in body
+        with open(run_dir / "metrics.jsonl") as f:  # a round lands: the next load shows it
+            n = len([x for x in f if x.strip()])
+        again = urllib.request.urlopen(url, timeout=30).read().decode()
+        assert again.count('"step"') >= n
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+# ------------------------------------------------------------------ in a real browser
+def _browser():
+    """Headless Debian chromium through Selenium and the system chromedriver; None (skip) where either is missing,
+    a failure under CI=true (the set-up installs both there)."""
+    missing = [p for p in ("/usr/bin/chromium", "/usr/bin/chromedriver") if not os.path.exists(p)]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests: {missing} missing under CI (scripts/setup_venv.sh installs them)")
+        pytest.skip(f"browser tests: {missing} missing (scripts/setup_venv.sh installs them as root)")
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--window-size=1400,1000"):
+        opts.add_argument(a)
+    opts.add_argument(f"--user-data-dir={os.path.join(os.environ.get('TMPDIR', '/tmp'), f'rrl-chromium-{os.getpid()}')}")
+    opts.binary_location = "/usr/bin/chromium"
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    d = _browser()
+    yield d
+    d.quit()
+
+
+@pytest.mark.timeout(300)
+def test_the_report_in_a_headless_browser(run_dir, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    rep = write_report(str(run_dir))
+    d = browser
+    d.get("file://" + rep.run["written"])
+    errors = [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
+    # plots are drawn from the data, and are the same numbers as metrics.jsonl
+    metrics = _lines(run_dir / "metrics.jsonl")
+    dots = d.find_elements(By.CSS_SELECTOR, 'svg[data-key="reward/mean"] circle')
+    assert [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in dots] == \
+        [(m["step"], m["reward/mean"]) for m in metrics if "reward/mean" in m]
+    assert len(d.find_elements(By.CSS_SELECTOR, 'svg[data-key="eval/accuracy"] .error-bar')) == \
+        sum("eval/accuracy" in m for m in metrics)  # held-out accuracy with its error bars
+    d.save_screenshot(str(tmp_path / "overview.png"))
+    # rollouts: the filters change what is shown
+    d.find_element(By.ID, "tab-rollouts").click()
+    total = len(rep.samples)
+    assert d.find_element(By.ID, "count").text == f"{total} of {total} samples"
+    statuses = [r[COL["status"]] for r in rep.samples]
+    Select(d.find_element(By.ID, "f-status")).select_by_value("incorrect")
+    want = statuses.count("incorrect")
+    assert d.find_element(By.ID, "count").text == f"{want} of {total} samples"
+    shown = d.find_elements(By.CSS_SELECTOR, "#rows tr.row td:nth-child(4)")
+    assert shown and {td.text for td in shown} == {"incorrect"}
+    Select(d.find_element(By.ID, "f-status")).select_by_value("")
+    d.find_element(By.ID, "f-text").send_keys("zzz-no-such-text")
+    assert d.find_element(By.ID, "count").text == f"0 of {total} samples"
+    d.find_element(By.ID, "f-text").clear()
+    d.execute_script("document.getElementById('f-text').dispatchEvent(new Event('input'))")
+    # a sample with a highlighted answer: its verdict and the part the verifier read are on screen
+    i = next(k for k, r in enumerate(rep.samples) if r[COL["hl"]])
+    d.execute_script(f"select({i})")
+    detail = d.find_element(By.ID, "detail")
+    row = rep.samples[i]
+    start, end = row[COL["hl"]]
+    assert detail.find_element(By.CSS_SELECTOR, "mark.read").text == row[COL["text"]][start:end].strip()
+    assert row[COL["status"]] in detail.find_element(By.ID, "verdicts").text
+    # its group, side by side: every sample of (step, prompt), with advantages
+    d.find_element(By.ID, "show-group").click()
+    cards = d.find_elements(By.CSS_SELECTOR, "#group .group-sample")
+    members = [r for r in rep.samples if (r[COL["step"]], r[COL["prompt_id"]]) == (row[COL["step"]], row[COL["prompt_id"]])]
+    assert len(cards) == len(members) and all("advantage" in c.text for c in cards)
+    tops = {c.location["y"] for c in cards}
+    assert len(tops) < len(cards)  # side by side, not one under another
+    d.save_screenshot(str(tmp_path / "rollouts.png"))
+    # re-verification: flips listed, each linked to its sample
+    d.find_element(By.ID, "tab-reverify").click()
+    assert d.find_elements(By.CSS_SELECTOR, "#flip-table tr") and "flips" in d.find_element(By.ID, "flip-summary").text
+    d.find_element(By.ID, "tab-prompts").click()
+    assert len(d.find_elements(By.CSS_SELECTOR, "#prompt-table tr")) == len({r[COL["prompt_id"]] for r in rep.samples})
+    assert [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    for shot in ("overview.png", "rollouts.png"):  # screenshots are not blank
+        from PIL import Image
+
+        img = Image.open(tmp_path / shot).convert("L")
+        lo, hi = img.getextrema()
+        assert hi - lo > 100 and len(set(img.getdata())) > 20, shot
