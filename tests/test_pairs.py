@@ -1,4 +1,6 @@
 """Preference pairs from verified groups: masking, length matching, dedup, strategies, TRL."""
+import json
+
 import pytest
 
 from reasoning_rl.pairs import PairConfig, build_pairs, to_dataset
@@ -136,5 +138,13 @@ def test_train_dpo_from_python_trains_on_given_pairs_scores_and_saves(tmp_path):
     assert r.metrics["rewards/margins"] > 0 and r.metrics["rewards/accuracies"] > 0.5
     assert 0.0 <= r.accuracy_before <= 1.0 and 0.0 <= r.accuracy_after <= 1.0
     assert (tmp_path / "dpo_ours" / "config.json").is_file()
+    # the run's metrics (one line per optimiser step, held-out at both ends) make it a report like any other
+    from reasoning_rl.report import build_report
+
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == list(range(0, 7)) and lines[0]["eval/accuracy"] == r.accuracy_before
+    assert lines[-1]["eval/accuracy"] == r.accuracy_after and "rewards/margins" in lines[3]
+    rep = build_report(str(tmp_path))
+    assert rep.run["kind"] == "dpo" and rep.metrics == lines and rep.samples == []
     with pytest.raises(UserError, match="pairs: row 1 has no 'rejected' column"):
         train_dpo(cfg, rows[:1] + [{"prompt": "1+1=", "chosen": "2"}])

@@ -86,6 +86,18 @@ def test_a_damaged_run_says_what_it_skipped_and_shows_the_rest(run_dir, tmp_path
         build_report(str(empty))
 
 
+def test_an_eval_directory_is_a_report_too(tmp_path):
+    """`reasoning-rl eval` writes an archive, task.json and summary.json, no metrics: its samples are the report."""
+    from reasoning_rl.cli import main
+
+    out = tmp_path / "eval"
+    assert main(["eval", "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set",
+                 "generation.max_tokens=6", "--set", f"output_dir={out}", "--limit", "4", "-n", "2"]) == 0
+    rep = write_report(str(out))
+    assert rep.run["kind"] == "eval" and len(rep.samples) == 4 * 2 + 4  # sampled, and the greedy ones beside them
+    assert rep.run["summary"]["prompts"] == 4 and any("metrics.jsonl: missing" in x for x in rep.skipped)
+
+
 def test_a_sample_cannot_close_the_data_block(run_dir, tmp_path):
     """A completion that writes </script> stays data: the page still parses it as JSON."""
     rep = build_report(str(run_dir))

@@ -17,6 +17,7 @@ launcher on its own. Not here: IPO/other loss variants in the loop (the loss fun
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 from dataclasses import dataclass
@@ -64,10 +65,10 @@ def margins(model, ref, tok, rows: Sequence[dict], beta: float, batch_size: int 
     return {"rewards/margins": sum(ms) / len(ms), "rewards/accuracies": sum(m > 0 for m in ms) / len(ms)}
 
 
-def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> dict[str, float]:
+def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print,
+                   record: Callable[[dict], None] = lambda m: None) -> dict[str, float]:
+    """Our DPO loop; `record` gets each optimiser step's metrics (train_dpo writes them to metrics.jsonl)."""
     import torch
-
-
 
     d = cfg.dpo
     ranks = Ranks()
@@ -100,6 +101,8 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print) -> 
                 torch.nn.utils.clip_grad_norm_(model.parameters(), d.grad_clip)
             opt.step()
             step += 1
+            record({"step": step, "loss/dpo": out.loss.item(), "loss/total": loss.item(),
+                    **{k: float(v) for k, v in out.metrics.items()}})
             if step % 10 == 0:
                 log(f"dpo step {step}  loss {out.loss.item():.4f}  margin {out.metrics['rewards/margins']:+.4f}  "
                     f"acc {out.metrics['rewards/accuracies']:.2f}")
@@ -155,7 +158,6 @@ def check_pairs(rows: Sequence, source: str = "pairs") -> list[dict]:
 def _sampled_pairs(cfg: Config, model, tok, task, ranks: Ranks, log) -> list[dict]:
     """Pairs from the policy's own verified samples: each rank samples its share of the first dpo.sample_prompts
     training prompts; every rank then trains on all of them, in the same order."""
-    import json
 
     from ..curate import sample_pairs
     from ..pairs import PairConfig
@@ -169,6 +171,22 @@ def _sampled_pairs(cfg: Config, model, tok, task, ranks: Ranks, log) -> list[dic
         raise UserError("no pairs: no sampled prompt had both a pass and a fail; give --pairs, or more "
                         "dpo.sample_prompts or a larger dpo.group_size")
     return [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
+
+
+def _write_run_files(cfg: Config, lines: list[dict]) -> None:
+    """metrics.jsonl (one line per optimiser step of our loop, the held-out scores at step 0 and at the end) and
+    run_config.json, so that `reasoning-rl report` shows a DPO run like any other."""
+    from ..config import to_dict
+
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    merged: dict[int, dict] = {}
+    for m in lines:
+        merged.setdefault(m["step"], {}).update(m)
+    with open(os.path.join(cfg.output_dir, "metrics.jsonl"), "w") as f:
+        for step in sorted(merged):
+            f.write(json.dumps(merged[step]) + "\n")
+    with open(os.path.join(cfg.output_dir, "run_config.json"), "w") as f:
+        json.dump({"algorithm": "dpo", "config": to_dict(cfg)}, f, indent=1, default=str)
 
 
 def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | None = None,
@@ -195,13 +213,20 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     if rows is None:
         rows = _sampled_pairs(cfg, model, tok, task, ranks, log)
     evals, max_tokens = task.test[: cfg.eval.size], cfg.generation.max_tokens
-    before = task.evaluate(model, tok, evals, max_new_tokens=max_tokens) if ranks.main else None
+    truncated = cfg.eval.truncated
+    before = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated) if ranks.main else None
+    lines: list[dict] = [{"step": 0, "eval/accuracy": before}] if ranks.main else []
     if backend == "trl":
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"), log=log)
     else:
-        m = train_dpo_ours(cfg, model, tok, rows, log=log)
+        m = train_dpo_ours(cfg, model, tok, rows, log=log, record=lines.append)
     after = None
     if ranks.main:
-        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens)
+        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated)
         save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
+        last = lines[-1]["step"] if lines else 0
+        lines.append({"step": last if len(lines) > 1 else last + 1, "eval/accuracy": after,
+                      **{f"final/{k}": v for k, v in m.items()}})
+        if cfg.output_dir:
+            _write_run_files(cfg, lines)
     return DPOResult(backend, len(rows), m, before, after, model, tok)
