@@ -18,6 +18,7 @@ Not here: any loss.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Sequence
 
 import torch
 
@@ -91,8 +92,14 @@ class TokenBatch:
     p_ids: torch.Tensor  # (B, Tp)
     p_mask: torch.Tensor  # (B, Tp)
     c_ids: torch.Tensor  # (B, Tc)
-    c_mask: torch.Tensor  # (B, Tc)
+    c_mask: torch.Tensor  # (B, Tc)  the completion's tokens (attended to)
     logp_old: torch.Tensor  # (B, Tc)
+    loss_mask: torch.Tensor | None = None  # (B, Tc)  the tokens the loss is taken on: c_mask (the default), less a
+    # multi-turn episode's observations
+
+    def __post_init__(self) -> None:
+        if self.loss_mask is None:
+            object.__setattr__(self, "loss_mask", self.c_mask)
 
     def __len__(self) -> int:
         return self.c_ids.shape[0]
@@ -105,12 +112,17 @@ class TokenBatch:
 
 
 def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], logp_old: list[list[float]],
-                 pad_id: int, device=None) -> TokenBatch:
+                 pad_id: int, device=None, loss_masks: list[Sequence[int]] | None = None) -> TokenBatch:
     """Token-id lists (and the sampling log-probs of the completions) -> a padded TokenBatch (on `device`: the
-    model's, so that a GPU run never mixes devices)."""
+    model's, so that a GPU run never mixes devices). `loss_masks`: per row, 0 on tokens the loss must not see (a
+    multi-turn episode's observations; an empty mask: every token)."""
     p_ids, p_mask = pad_prompts(prompt_ids, pad_id)
     c_ids, c_mask = pad_completions(completion_ids, pad_id)
-    b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)))
+    loss = c_mask
+    if loss_masks is not None and any(loss_masks):
+        rows = [list(m) if m else [1] * len(c) for m, c in zip(loss_masks, completion_ids)]
+        loss = pad_values(rows, tuple(c_ids.shape)).to(c_mask.dtype) * c_mask
+    b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)), loss)
     return b if device is None else b.to(device)
 
 

@@ -115,6 +115,9 @@ class Sample:
     verdicts:  verifier name -> Verdict, filled in after verification.
     weight_version: how many updates the sampling weights had had (None: not recorded). A sample trained on at
                step t is t - 1 - weight_version updates stale.
+    For a multi-turn episode (episodes.py) token_ids are everything after the prompt (model segments and
+    observations, as sampled and as tokenized once), logprobs 0.0 on observation tokens, loss_mask marks the
+    model's tokens, and text is what the model wrote (all the verifier reads).
     """
 
     text: str
@@ -123,12 +126,19 @@ class Sample:
     finish_reason: str = "stop"
     verdicts: Mapping[str, Verdict] = field(default_factory=dict)
     weight_version: int | None = None
+    loss_mask: tuple[int, ...] = ()  # multi-turn: 1 for the model's tokens, 0 for observations (empty: all 1)
+    turns: tuple[Mapping[str, Any], ...] = ()  # multi-turn: each turn's model text, tool call, observation, timing
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(self.token_ids))
         object.__setattr__(self, "logprobs", tuple(self.logprobs))
+        object.__setattr__(self, "loss_mask", tuple(self.loss_mask))
+        object.__setattr__(self, "turns", tuple(self.turns))
         if self.logprobs and len(self.logprobs) != len(self.token_ids):
             raise ValueError(f"Sample.logprobs has {len(self.logprobs)} entries for {len(self.token_ids)} tokens")
+        if self.loss_mask and (len(self.loss_mask) != len(self.token_ids) or set(self.loss_mask) - {0, 1}):
+            raise ValueError(f"Sample.loss_mask must be 0/1 for each of the {len(self.token_ids)} tokens, got "
+                             f"{len(self.loss_mask)} entries")
         if self.finish_reason not in ("stop", "length"):
             raise ValueError(f"Sample.finish_reason must be 'stop' or 'length', got {self.finish_reason!r}")
 

@@ -64,11 +64,11 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
             if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated):
                 continue
             a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
-            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a))
+            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a, s.loss_mask))
     if not rows:
         return None, m
     tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id,
-                          device=device)
+                          device=device, loss_masks=[r[4] for r in rows])
     if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
         A_out = pad_values([r[3] for r in rows], tuple(tokens.c_ids.shape))
     else:
@@ -130,15 +130,16 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     agg = GRPO_LOSS_AGGREGATION[gcfg.loss_type]
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
-    T = mb.c_mask.sum()
+    T = mb.loss_mask.sum().clamp(min=1)
     chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets)
     metrics: dict[str, float] = {}
     for k, chunk in enumerate(chunks):
         sub = torch.tensor(chunk, dtype=torch.long)
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
         tc = c_ids.shape[1]
+        l_mask = mb.loss_mask[sub][:, :tc]  # (n, tc) c_mask less observation tokens: the loss never sees those
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
-        share = float(c_mask.sum() / T)  # of the minibatch's tokens
+        share = float(l_mask.sum() / T)  # of the minibatch's trained tokens
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
             with autocast(gcfg.bf16):
@@ -149,12 +150,12 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
                     with torch.no_grad():
                         lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0)
             W_sub = None if W is None else W[sub][:, :tc]  # (n, tc) token weights, or (n, 1) sequence weights
-            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, c_mask, lref, W_sub)
+            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, l_mask, lref, W_sub)
             loss = out.loss
             if entropy_coef:  # the bonus as a loss: -coef * H, aggregated like the policy term
-                loss = loss - entropy_coef * aggregate(ent, c_mask, agg, gen.max_tokens)
+                loss = loss - entropy_coef * aggregate(ent, l_mask, agg, gen.max_tokens)
             (loss * w).backward()
-        out.metrics["entropy"] = masked_mean(ent.detach(), c_mask)  # of the policy at the sampled states, per token
+        out.metrics["entropy"] = masked_mean(ent.detach(), l_mask)  # of the policy at the sampled states, per token
         for name, v in out.metrics.items():
             if name == "ratio/max":
                 metrics[name] = max(metrics.get(name, v), v)

@@ -45,7 +45,7 @@ def correct_batch(learner, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor
     model.eval()
     logp_old = trainer_logprobs(model, tokens, learner.temperature, rl.bf16)
     model.train(was_training)
-    w, metrics = correct(rl.correction, logp_old, tokens.logp_old, tokens.c_mask, rl.is_min, rl.is_max)
+    w, metrics = correct(rl.correction, logp_old, tokens.logp_old, tokens.loss_mask, rl.is_min, rl.is_max)
     if rl.correction == "none":  # another engine, uncorrected: the mismatch is measured, the batch trains as sampled
         return tokens, None, metrics
     return dataclasses.replace(tokens, logp_old=logp_old), w, metrics

@@ -24,6 +24,7 @@ import torch
 
 from ..advantages import gae, whiten
 from ..configs import Config
+from ..errors import UserError
 from ..logprobs import TokenBatch, pad_rollouts, token_logprobs
 from ..lora import body_of
 from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
@@ -104,6 +105,9 @@ class PPO:
         kept = [(g.prompt, s, r) for g in groups for s in g.samples
                 for r in [learner.reward.combine(s.verdicts)]
                 if r is not None and s.token_ids and not (p.mask_truncated_completions and s.truncated)]
+        if any(0 in s.loss_mask for _, s, _ in kept):
+            raise UserError("ppo: multi-turn episodes (observation tokens in a sample) are not supported by PPO yet: "
+                            "its critic and GAE would run over the observations; train them with grpo")
         batch = None
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],

@@ -1,0 +1,165 @@
+"""Multi-turn episodes, token in and token out: the model and an environment take turns on one sequence of ids.
+
+    run_episodes(model, tok, env, rows, sampling, limits) -> list[Episode]   every row's episode, advancing together
+    Episode.sample() -> Sample                                             token_ids, logprobs, loss_mask, turns
+
+One episode is one sequence: the prompt's ids, then each model segment exactly as sampled, then each observation
+tokenized once and appended. Model tokens are never decoded and encoded again: what the trainer scores is what the
+engine sampled (tests check the ids token for token). The loss mask is 1 on model tokens and 0 on observations;
+the log-probabilities are the engine's for model tokens and 0.0 (masked) for observations.
+
+Each turn, every live episode samples its next segment in one batch (`rollout.decode.sample` from its ids); a
+segment ends at the model's end of turn, at `generation.max_tokens`, or just after a complete tool call (the
+environment's `call_end`: the tokens sampled past it are dropped, the ones kept are unchanged). Then the environment
+answers every call of the turn at once (`respond`: the Python tool runs them concurrently on the sandbox pool).
+An episode ends on a segment with no call (reason "answer"), on `max_turns` segments, on a call past
+`max_tool_calls` (not run), or when its tokens after the prompt reach `max_episode_tokens` (reason "truncated",
+finish_reason "length", and no further turn: a truncated episode never continues). A failure of the environment
+itself (`Step.failed`) ends it and marks the sample for masking (`Episode.failure`).
+
+Not here: the environment (environments.py), verification (the task's verifiers read `Sample.text`, the model's own
+words: an answer a program printed counts only once the model writes it), the loss (trainers/grpo_batch.py).
+Deliberately simple: each turn re-encodes the episode's whole prefix (no KV cache kept across turns).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .environments import Environment, Step
+from .types import Sample
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    max_turns: int = 4  # model segments
+    max_tool_calls: int = 3
+    max_episode_tokens: int = 512  # tokens after the prompt: model and observation tokens together
+
+
+@dataclass
+class Episode:
+    row: dict
+    prompt_ids: list[int]
+    ids: list[int] = field(default_factory=list)  # after the prompt
+    logprobs: list[float] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # the model's segments
+    turns: list[dict] = field(default_factory=list)
+    tool_calls: int = 0
+    done: bool = False
+    reason: str = ""
+    truncated: bool = False
+    failure: str = ""
+    state: Any = None
+
+    def sample(self) -> Sample:
+        return Sample("".join(self.texts), tuple(self.ids), tuple(self.logprobs),
+                      "length" if self.truncated else "stop", loss_mask=tuple(self.mask), turns=tuple(self.turns))
+
+    def add(self, ids: Sequence[int], logprobs: Sequence[float] | None) -> None:
+        """Append model tokens (with their log-probs) or, with logprobs None, observation tokens."""
+        self.ids += list(ids)
+        self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
+        self.mask += [1 if logprobs is not None else 0] * len(ids)
+
+
+def _cut(tok, ids: list[int], end_char: int) -> int:
+    """The fewest of `ids` whose decoded text reaches character `end_char` (where the tool call closes)."""
+    for n in range(1, len(ids) + 1):
+        if len(tok.decode(ids[:n], skip_special_tokens=False)) >= end_char:
+            return n
+    return len(ids)
+
+
+def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, limits: EpisodeLimits,
+                 stop_ids: Sequence[int] | None = None) -> list[Episode]:
+    """Every row's episode (row["prompt"] rendered as the prompt), all advancing together turn by turn."""
+    import torch
+
+    from .rollout import decode
+    from .rollout.base import stop_ids as default_stops
+
+    stops = list(stop_ids or default_stops(model, tok))
+    eps = [Episode(dict(r), tok(r["prompt"], add_special_tokens=False)["input_ids"] or [stops[0]]) for r in rows]
+    for e in eps:
+        e.state = env.start(e.row)
+    if sampling.seed is not None:
+        torch.manual_seed(sampling.seed)
+    was_training = model.training
+    model.eval()
+    try:
+        for turn in range(limits.max_turns):
+            live = [e for e in eps if not e.done]
+            if not live:
+                break
+            budget = [limits.max_episode_tokens - len(e.ids) for e in live]
+            max_new = max(1, min(sampling.max_tokens, max(budget)))
+            seqs = [e.prompt_ids + e.ids for e in live]
+            width = max(map(len, seqs))
+            pad = tok.pad_token_id if tok.pad_token_id is not None else stops[0]
+            input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=model.device)
+            attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
+            t0 = time.time()
+            out, logp, lengths = decode.sample(model, input_ids, attn, max_new, stops, temperature=sampling.temperature,
+                                               top_p=sampling.top_p, top_k=sampling.top_k)
+            gen_s = time.time() - t0
+            asking: list[tuple[Episode, str]] = []
+            for e, row_ids, row_lp, n, room in zip(live, out.tolist(), logp.tolist(), lengths.tolist(), budget):
+                n = min(n, room)
+                seg_ids, seg_lp = row_ids[:n], row_lp[:n]
+                ended = n > 0 and seg_ids[-1] in stops
+                end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
+                if end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
+                    k = _cut(tok, seg_ids, end)
+                    seg_ids, seg_lp, ended = seg_ids[:k], seg_lp[:k], False
+                text = tok.decode(seg_ids, skip_special_tokens=True)
+                e.add(seg_ids, seg_lp)
+                e.texts.append(text)
+                e.turns.append({"model": text, "tokens": len(seg_ids), "generate_s": round(gen_s, 3)})
+                if end is None:
+                    e.done, e.reason = True, "answer" if ended else "truncated"
+                    e.truncated = not ended
+                elif e.tool_calls >= limits.max_tool_calls:
+                    e.done, e.reason = True, "max_tool_calls"
+                else:
+                    asking.append((e, text))
+            if not asking:
+                continue
+            steps: list[Step] = env.respond([e.state for e, _ in asking], [t for _, t in asking])
+            for (e, _), st in zip(asking, steps):
+                e.tool_calls += st.tool_call
+                e.turns[-1].update(call=st.call, observation=st.observation, tool_s=round(st.seconds, 3),
+                                   program_error=st.program_error)
+                if st.failed:
+                    e.done, e.reason, e.failure = True, "environment failed", st.reason
+                    continue
+                obs = tok(st.observation, add_special_tokens=False)["input_ids"] if st.observation else []
+                if len(e.ids) + len(obs) >= limits.max_episode_tokens:
+                    e.done, e.reason, e.truncated = True, "truncated", True  # no room to answer: a truncated episode
+                    continue
+                e.add(obs, None)
+                if st.done:
+                    e.done, e.reason = True, st.reason or "environment ended"
+        for e in eps:
+            if not e.done:
+                e.done, e.reason = True, "max_turns"
+    finally:
+        model.train(was_training)
+        for e in eps:
+            env.close(e.state)
+    return eps
+
+
+def episode_metrics(eps: Sequence[Episode]) -> dict[str, float]:
+    """Per round: tool calls per sample, program-error and sandbox-failure rates, turns, truncated episodes, time in
+    tools."""
+    n = max(1, len(eps))
+    calls = sum(e.tool_calls for e in eps)
+    errors = sum(bool(t.get("program_error")) for e in eps for t in e.turns)
+    return {"tools/calls_per_sample": calls / n, "tools/program_error_rate": errors / max(1, calls),
+            "tools/failure_rate": sum(bool(e.failure) for e in eps) / n,
+            "tools/turns_per_sample": sum(len(e.turns) for e in eps) / n,
+            "tools/truncated": sum(e.truncated for e in eps) / n,
+            "time/tools": sum(t.get("tool_s", 0.0) for e in eps for t in e.turns)}

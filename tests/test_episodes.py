@@ -1,0 +1,238 @@
+"""Multi-turn episodes with a tool: the Python tool on the real sandbox, token-in/token-out episodes on a real
+transformer, and the loss blind to observation tokens.
+
+Adversarial programs run only inside the sandbox's limits (per call: 2-5 s wall and CPU, 256 MiB, its process
+cap), with each test's own timeout as the second net.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reasoning_rl.environments import ENVIRONMENTS, Environment, PythonTool, Step
+from reasoning_rl.episodes import EpisodeLimits, run_episodes
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def call(code: str) -> str:
+    return f"Let me compute.\n```python\n{code}\n```"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    env = PythonTool({"wall_s": 3.0, "cpu_s": 3.0})
+    yield env
+    env.shutdown()
+
+
+# (cells run one after another in one episode, what the last observation shows)
+REPL = [
+    (["x = 6 * 7", "print(x)"], "42"),  # a name defined in one call exists in the next
+    (["x = 6 * 7", "x + 1"], "43"),  # the last expression's value, as a REPL shows it
+    (["def f(n):\n    return 1 / n", "f(0)"], "ZeroDivisionError: division by zero"),  # the program's own error
+    (["import math", "math.sqrt(2) > 1.41"], "True"),
+    (["y = 1", "1/0", "y + 1"], "2"),  # a failed cell does not break the state
+]
+
+
+@pytest.mark.parametrize("cells,shown", REPL)
+def test_one_interpreter_per_episode(tool, cells, shown):
+    st = tool.start({"prompt_id": "p"})
+    for c in cells:
+        step = tool.respond([st], [call(c)])[0]
+    assert shown in step.observation and step.observation.startswith("```output\n") and step.tool_call
+
+
+def test_episodes_never_share_state(tool):
+    a, b = tool.start({"prompt_id": "a"}), tool.start({"prompt_id": "b"})
+    planted = "import os\nSECRET = 7319\nopen('/tmp/planted', 'w').write('7319')\nos.environ['PLANTED'] = '1'"
+    tool.respond([a], [call(planted)])
+    probe = ("import os\nprint(globals().get('SECRET'), os.path.exists('/tmp/planted'), os.environ.get('PLANTED'), "
+             "os.path.exists('/work/planted'))")
+    out = tool.respond([b], [call(probe)])[0].observation
+    assert "None False None False" in out
+
+
+def test_the_reference_answer_is_nowhere_the_program_can_look(tool):
+    """The row holds the reference; the environment never passes it to the sandbox: a program searching files,
+    environment and its own memory for it finds nothing."""
+    row = {"prompt_id": "q", "prompt": "What is 3 + 4?", "reference": "ANSWER-73191"}
+    st = tool.start(row)
+    snoop = ("import os, gc\nhits = []\n"
+             "for root in ('/work', '/tmp', '/etc', '/dev/shm'):\n"
+             "    for d, _, fs in os.walk(root):\n"
+             "        for f in fs:\n"
+             "            try:\n"
+             "                hits += [os.path.join(d, f)] if 'ANSWER-73191' in open(os.path.join(d, f), errors='ignore').read() else []\n"
+             "            except OSError:\n"
+             "                pass\n"
+             "hits += [k for k, v in os.environ.items() if 'ANSWER-73191' in v]\n"
+             "hits += ['memory' for o in gc.get_objects() if isinstance(o, str) and 'ANSWER-7319' + '1' in o]\n"
+             "print('found:', hits)")
+    out = tool.respond([st], [call(snoop)])[0].observation
+    assert "found: []" in out
+
+
+# (a program that breaks its interpreter or its limits, what the model is shown)
+BREAKERS = [
+    ("while True:\n    pass", "TimeoutError"),  # CPU spinner: the call's own time limit
+    ("import time\ntime.sleep(60)", "TimeoutError"),  # wall clock
+    ("x = bytearray(2 * 1024 ** 3)", "MemoryError"),  # memory bomb, caught by the interpreter or the cgroup
+    ("import os\nos._exit(3)", "the interpreter died (exit 3"),
+    ("print('y' * 5000)", "[output truncated at 1000 characters]"),
+    ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        break\nprint('done')", ""),  # fork bomb
+]
+
+
+@pytest.mark.parametrize("code,shown", BREAKERS)
+def test_a_program_that_breaks_its_limits_gets_a_repl_error_and_the_next_call_works(tool, code, shown):
+    st = tool.start({"prompt_id": "b"})
+    tool.respond([st], [call("z = 5")])
+    step = tool.respond([st], [call(code)])[0]
+    assert not step.failed and shown in step.observation, step
+    assert "5" in tool.respond([st], [call("z")])[0].observation  # the episode goes on with its state
+
+
+def test_a_sandbox_that_fails_masks_the_samples_never_a_zero(tool, monkeypatch):
+    from sandboxes import SandboxError
+
+    class Broken:
+        def run_many(self, programs, limits):
+            raise SandboxError("could not start the sandbox")
+
+    env = PythonTool()
+    monkeypatch.setattr(env, "_sandboxes", lambda: Broken())
+    a, b = env.start({"prompt_id": "a"}), env.start({"prompt_id": "b"})
+    steps = env.respond([a, b], [call("1 + 1"), "The answer is 2."])
+    assert steps[0].failed and "could not start the sandbox" in steps[0].reason and steps[0].observation == ""
+    assert not steps[1].failed and steps[1].done and steps[1].reason == "answer"
+
+
+def test_the_registry_and_a_users_environment():
+    assert "python" in ENVIRONMENTS.names() and ENVIRONMENTS.get("python") is PythonTool
+
+    class Echo(Environment):
+        name = "echo"
+
+        def call_end(self, text):
+            i = text.find("CALL")
+            return None if i < 0 else i + 4
+
+        def respond(self, states, segments):
+            return [Step(observation=" OK ", tool_call=True) for _ in segments]
+
+    ENVIRONMENTS.add("echo-test", Echo, "tests")
+    try:
+        assert ENVIRONMENTS.get("echo-test")().call_end("a CALL b") == 6
+    finally:
+        ENVIRONMENTS.remove("echo-test")
+
+
+# ------------------------------------------------------------------ token in, token out, on a real transformer
+class EveryTurnIsACall(Environment):
+    """Every segment is a complete call; the observation is a fixed text. Makes a random model take turns."""
+    name = "every-turn"
+    OBS = "\n[result: 17]\n"
+
+    def call_end(self, text):
+        return len(text) if text else None
+
+    def respond(self, states, segments):
+        return [Step(observation=self.OBS, tool_call=True, call=s) for s in segments]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.models import build_tiny
+
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    model.generation_config.eos_token_id = None
+    return model.eval(), tok
+
+
+def _sampling(max_tokens=6):
+    from reasoning_rl.rollout import SamplingConfig
+
+    return SamplingConfig(temperature=1.0, max_tokens=max_tokens, seed=3)
+
+
+def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_token(tiny, monkeypatch):
+    from reasoning_rl.rollout import decode
+
+    model, tok = tiny
+    sampled = []
+    real = decode.sample
+
+    def recording(*a, **k):
+        out = real(*a, **k)
+        sampled.append([row[:n] for row, n in zip(out[0].tolist(), out[2].tolist())])
+        return out
+
+    monkeypatch.setattr(decode, "sample", recording)
+    rows = [{"prompt_id": "a", "prompt": "12+7="}, {"prompt_id": "b", "prompt": "3*4="}]
+    eps = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), EpisodeLimits(max_turns=3, max_tool_calls=2,
+                                                                                        max_episode_tokens=200))
+    obs = tok(EveryTurnIsACall.OBS, add_special_tokens=False)["input_ids"]
+    for k, e in enumerate(eps):
+        # two calls answered; the third segment is a call past max_tool_calls: not run, the episode ends
+        want = sampled[0][k] + obs + sampled[1][k] + obs + sampled[2][k]
+        assert e.ids == want and e.reason == "max_tool_calls"
+        assert e.mask == [1] * len(sampled[0][k]) + [0] * len(obs) + [1] * len(sampled[1][k]) + [0] * len(obs) + \
+            [1] * len(sampled[2][k])
+        s = e.sample()
+        assert s.text == "".join(e.texts) and EveryTurnIsACall.OBS not in s.text  # the verifier reads the model only
+        assert len(s.turns) == 3 and s.turns[0]["observation"] == EveryTurnIsACall.OBS
+
+
+def test_the_trainer_recomputes_the_engines_logprobs_on_model_tokens(tiny):
+    """The full sequence scored by the model: at every model token, the log-prob the engine returned."""
+    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+
+    model, tok = tiny
+    rows = [{"prompt_id": "a", "prompt": "12+7="}, {"prompt_id": "b", "prompt": "9-5="}]
+    eps = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), EpisodeLimits(max_turns=2))
+    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
+                     loss_masks=[e.mask for e in eps])
+    with torch.no_grad():
+        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    on = b.loss_mask.bool()
+    assert on.sum() < b.c_mask.sum()  # observations are in the sequence, out of the loss
+    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+
+
+def test_truncation_ends_the_episode_and_is_its_finish_reason(tiny):
+    model, tok = tiny
+    eps = run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(8),
+                       EpisodeLimits(max_turns=10, max_tool_calls=10, max_episode_tokens=20))
+    e = eps[0]
+    assert e.truncated and e.reason == "truncated" and e.sample().finish_reason == "length"
+    assert len(e.ids) <= 20 and len(e.turns) < 10  # no turn after the budget ran out
+
+
+def test_the_loss_gradient_on_every_observation_token_is_exactly_zero():
+    from reasoning_rl.logprobs import pad_rollouts
+    from reasoning_rl.losses import ppo_clip
+
+    mask = [1, 1, 0, 0, 0, 1, 1, 0, 1]
+    b = pad_rollouts([[5, 6], [7]], [list(range(10, 19)), [3, 4]], [[-1.0] * 9, [-1.0] * 2], 0,
+                     loss_masks=[mask, []])
+    logp = (b.logp_old + 0.1 * torch.randn(b.logp_old.shape)).requires_grad_()
+    out = ppo_clip(logp, b.logp_old, torch.tensor([1.0, -0.5]), b.loss_mask, eps_low=0.2, eps_high=0.2)
+    out.loss.backward()
+    g = logp.grad[0]
+    assert all(g[t] == 0.0 for t, m in enumerate(mask) if m == 0)  # exactly zero, not small
+    assert all(g[t] != 0.0 for t, m in enumerate(mask) if m == 1)
+    assert b.loss_mask[1].tolist()[:2] == [1, 1]  # a single-turn row: every token trained
+
+
+def test_a_failed_environment_ends_the_episode_for_masking(tiny):
+    class Failing(EveryTurnIsACall):
+        def respond(self, states, segments):
+            return [Step(failed=True, reason="sandbox failed: died", tool_call=True) for _ in segments]
+
+    model, tok = tiny
+    e = run_episodes(model, tok, Failing(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(), EpisodeLimits())[0]
+    assert e.failure == "sandbox failed: died" and e.reason == "environment failed" and len(e.turns) == 1
