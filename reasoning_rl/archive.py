@@ -37,6 +37,11 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
                     "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
                     "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
                                  for k, v in s.verdicts.items()}}
+            if s.turns:  # a multi-turn episode: each turn's model text, tool call, observation and timings
+                line["turns"] = [dict(t) for t in s.turns]
+                line["model_tokens"] = sum(s.loss_mask) if s.loss_mask else len(s.token_ids)
+            if s.error:
+                line["error"] = s.error
             if s.weight_version is not None:  # which weights sampled it, and how many updates behind they were
                 line["weight_version"] = s.weight_version
                 line["staleness"] = step - 1 - s.weight_version

@@ -83,7 +83,10 @@ def cmd_calibrate(args) -> int:
     reference = None if args.no_math_verify or "math_verify" in names else "math_verify"
     with verifiers.VerifierPool(num_workers=args.workers, timeout=args.timeout) as pool:
         for n in names + ([reference] if reference else []):
-            judged[n] = pool.verify_batch(n, [str(r[args.pred_col]) for r in rows], [r[args.gold_col] for r in rows])
+            v = verifiers.get(n)
+            asks = (v.reads_prompt or "prompt" in v.spec.needs) and all(args.prompt_col in r for r in rows)
+            judged[n] = pool.run([verifiers.Call(n, str(r[args.pred_col]), r[args.gold_col],
+                                                 {"prompt": str(r[args.prompt_col])} if asks else {}) for r in rows])
     report = {}
     for n in names:
         pairs = [(bool(r[args.label_col]), v.status is Status.CORRECT) for r, v in zip(rows, judged[n])]
@@ -157,6 +160,8 @@ def add_parsers(sub, vsub, cmd, pos_int, pos_float) -> None:
     q.add_argument("--pred-col", default="prediction", help="the column holding the prediction")
     q.add_argument("--label-col", default="equivalent", help="the column holding the true/false label")
     q.add_argument("--category-col", default="category", help="the column to break the report down by")
+    q.add_argument("--prompt-col", default="prompt", help="the column holding the question, where there is one: "
+                                                          "verifiers that read the prompt (math, math_verify) get it")
     q.add_argument("--show", type=int, default=20, help="disagreements to print")
     q.add_argument("--json", help="also write the report here")
     q.add_argument("--no-math-verify", action="store_true",

@@ -304,6 +304,16 @@ class GRPOConfig(RLConfig):
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
                                   "length, each padded only to its own longest (gradients accumulate to the same "
                                   "update); 1 = one padded batch", min=1)
+    environment: str = knob("", "multi-turn episodes with this environment (docs/tools.md; python: a sandboxed "
+                                "Python interpreter the model calls with a ```python block); empty = one completion "
+                                "per sample. Needs engine hf")
+    max_turns: int = knob(4, "with environment: model segments per episode", min=1)
+    max_tool_calls: int = knob(3, "with environment: tool calls per episode (a call past it ends the episode, not run)",
+                               min=0)
+    max_episode_tokens: int = knob(512, "with environment: tokens after the prompt, the model's and the observations' "
+                                        "together; an episode reaching it is truncated (finish 'length') and ends",
+                                   min=1)
+    tool_wall_s: float = knob(5.0, "with environment python: wall and CPU seconds of each tool call", min=0.1)
 
     SECTION: ClassVar[str] = "grpo"
 
@@ -319,6 +329,16 @@ class GRPOConfig(RLConfig):
             raise ConfigError(f"grpo.pass_k: value {self.pass_k} is above grpo.group_size ({self.group_size})")
         if self.loss_type == "cispo" and self.ratio_level == "sequence":
             raise ConfigError("grpo.loss_type=cispo weighs each token: grpo.ratio_level must be token")
+        if self.environment:
+            from .environments import ENVIRONMENTS, load_plugins
+
+            load_plugins()
+            if self.environment not in ENVIRONMENTS:
+                raise ConfigError(f"grpo.environment: unknown environment {self.environment!r}; valid: "
+                                  f"{', '.join(ENVIRONMENTS.names())}")
+            if self.engine != "hf":
+                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes on engine hf; got "
+                                  f"grpo.engine={self.engine!r}")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,11 @@ class Environment:
     anything per episode)."""
     name = ""
 
+    @classmethod
+    def from_config(cls, rl) -> "Environment":
+        """The environment a run's `grpo` section asks for (its knobs: max_turns, tool_wall_s, ...)."""
+        return cls()
+
     def start(self, row: dict) -> Any:
         """A new episode's state for a dataset row (the runner renders the row's prompt itself)."""
         return None
@@ -133,6 +138,10 @@ class PythonTool(Environment):
                                  **(limits or {})})
         self.output_chars, self.workers = output_chars, workers
         self._pool = None
+
+    @classmethod
+    def from_config(cls, rl) -> "PythonTool":
+        return cls({"wall_s": rl.tool_wall_s, "cpu_s": rl.tool_wall_s})
 
     def start(self, row: dict) -> _Episode:
         key = str(row.get("prompt_id", row.get("prompt", ""))).encode()

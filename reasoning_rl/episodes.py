@@ -56,7 +56,8 @@ class Episode:
 
     def sample(self) -> Sample:
         return Sample("".join(self.texts), tuple(self.ids), tuple(self.logprobs),
-                      "length" if self.truncated else "stop", loss_mask=tuple(self.mask), turns=tuple(self.turns))
+                      "length" if self.truncated else "stop", loss_mask=tuple(self.mask), turns=tuple(self.turns),
+                      error=self.failure)
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None) -> None:
         """Append model tokens (with their log-probs) or, with logprobs None, observation tokens."""
@@ -152,14 +153,40 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
     return eps
 
 
-def episode_metrics(eps: Sequence[Episode]) -> dict[str, float]:
-    """Per round: tool calls per sample, program-error and sandbox-failure rates, turns, truncated episodes, time in
-    tools."""
-    n = max(1, len(eps))
-    calls = sum(e.tool_calls for e in eps)
-    errors = sum(bool(t.get("program_error")) for e in eps for t in e.turns)
-    return {"tools/calls_per_sample": calls / n, "tools/program_error_rate": errors / max(1, calls),
-            "tools/failure_rate": sum(bool(e.failure) for e in eps) / n,
-            "tools/turns_per_sample": sum(len(e.turns) for e in eps) / n,
-            "tools/truncated": sum(e.truncated for e in eps) / n,
-            "time/tools": sum(t.get("tool_s", 0.0) for e in eps for t in e.turns)}
+class EpisodeEngine:
+    """The hf engine's interface (`generate(rows, n, sampling) -> groups`) with multi-turn samples: each prompt's n
+    episodes, rendered as the hf engine renders prompts (the chat template when sampling.chat)."""
+
+    def __init__(self, model, tokenizer, env: Environment, limits: EpisodeLimits) -> None:
+        self.model, self.tokenizer, self.env, self.limits = model, tokenizer, env, limits
+
+    def generate(self, prompts, n: int, sampling) -> list:
+        from .rollout.base import as_rows, render_prompt
+        from .types import Group
+
+        rows = as_rows(prompts)
+        eps = run_episodes(self.model, self.tokenizer, self.env,
+                           [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat)}
+                            for r in rows for _ in range(n)], sampling, self.limits)
+        return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
+                for k, r in enumerate(rows)]
+
+    def update_weights(self, model) -> None:  # samples from the very object being trained, as hf does
+        pass
+
+    def close(self) -> None:
+        getattr(self.env, "shutdown", lambda: None)()
+
+
+def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Per round, over multi-turn samples: tool calls per sample, the share of calls whose program failed, the share
+    of samples whose environment failed (masked), turns per sample, truncated episodes, seconds in tools."""
+    n = max(1, len(samples))
+    turns = [t for s in samples for t in s.turns]
+    calls = sum(bool(t.get("call")) for t in turns)
+    return {"tools/calls_per_sample": calls / n,
+            "tools/program_error_rate": sum(bool(t.get("program_error")) for t in turns) / max(1, calls),
+            "tools/failure_rate": sum(bool(s.error) for s in samples) / n,
+            "tools/turns_per_sample": len(turns) / n,
+            "tools/truncated": sum(s.truncated for s in samples) / n,
+            "time/tools": sum(t.get("tool_s", 0.0) for t in turns)}

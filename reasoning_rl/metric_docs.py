@@ -107,6 +107,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("sandbox/wall_s", "seconds", BOTH, "wall time spent in the sandbox this round"),
     Metric("sandbox/leftover_processes", "processes", BOTH,
            "processes left in the sandbox's control groups after the round (should be 0)"),
+    # multi-turn episodes (grpo.environment)
+    Metric("tools/calls_per_sample", "calls", "grpo", "tool calls per episode this round"),
+    Metric("tools/program_error_rate", "fraction", "grpo", "calls whose program raised or ran past a limit (shown to "
+                                                          "the model as a REPL would)"),
+    Metric("tools/failure_rate", "fraction", "grpo", "episodes whose environment itself failed (masked ERROR)"),
+    Metric("tools/turns_per_sample", "turns", "grpo", "model segments per episode"),
+    Metric("tools/truncated", "fraction", "grpo", "episodes that reached grpo.max_episode_tokens (finish 'length')"),
+    Metric("time/tools", "seconds", "grpo", "tool time this round, summed over calls (they run concurrently)"),
     # time
     Metric("time/rollout", "seconds", BOTH, "generation time this round"),
     Metric("time/verify", "seconds", BOTH, "verification time on the round's critical path"),

@@ -128,6 +128,7 @@ class Sample:
     weight_version: int | None = None
     loss_mask: tuple[int, ...] = ()  # multi-turn: 1 for the model's tokens, 0 for observations (empty: all 1)
     turns: tuple[Mapping[str, Any], ...] = ()  # multi-turn: each turn's model text, tool call, observation, timing
+    error: str = ""  # the environment failed during this episode: masked ERROR whatever the verifiers say
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(self.token_ids))

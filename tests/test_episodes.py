@@ -236,3 +236,73 @@ def test_a_failed_environment_ends_the_episode_for_masking(tiny):
     model, tok = tiny
     e = run_episodes(model, tok, Failing(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(), EpisodeLimits())[0]
     assert e.failure == "sandbox failed: died" and e.reason == "environment failed" and len(e.turns) == 1
+
+
+# ------------------------------------------------------------------ in the training loop
+RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2", "grpo.prompts_per_step=4",
+       "grpo.group_size=4", "grpo.filter_mixed=false", "eval.size=4", "grpo.train_prompts=16",
+       "generation.max_tokens=6", "grpo.verifier_workers=1", "grpo.checkpoint_every=0", "grpo.max_turns=3",
+       "grpo.max_tool_calls=2", "grpo.max_episode_tokens=40"]
+
+
+def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
+    """A real GRPO run whose samples are episodes (every segment answered by an observation): the update runs on
+    them, the round reports its tool metrics, and the archive keeps each turn."""
+    import json
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    ENVIRONMENTS.add("every-turn-test", EveryTurnIsACall, "tests")
+    try:
+        cfg = config.load(Config, overrides=RUN + ["grpo.environment=every-turn-test", f"output_dir={tmp_path}"])
+        history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    finally:
+        ENVIRONMENTS.remove("every-turn-test")
+    assert len(history) == 2 and all(h["tools/calls_per_sample"] > 0 for h in history)
+    assert all(h["tools/turns_per_sample"] > 1 and "loss/policy" in h for h in history)
+    lines = [json.loads(x) for x in (tmp_path / "archive.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 * 4 * 4 and all(len(ln["turns"]) >= 2 for ln in lines)
+    assert all(EveryTurnIsACall.OBS not in ln["text"] for ln in lines)  # what was verified: the model's own text
+    assert all(ln["model_tokens"] < ln["n_tokens"] for ln in lines)
+
+
+def test_a_failing_environment_masks_its_samples_in_training(tmp_path):
+    import json
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    class Failing(EveryTurnIsACall):
+        def respond(self, states, segments):
+            return [Step(failed=True, reason="sandbox failed: SandboxError: died", tool_call=True) for _ in segments]
+
+    ENVIRONMENTS.add("failing-test", Failing, "tests")
+    try:
+        cfg = config.load(Config, overrides=RUN + ["grpo.environment=failing-test", "grpo.steps=1",
+                                                   f"output_dir={tmp_path}"])
+        history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    finally:
+        ENVIRONMENTS.remove("failing-test")
+    assert history[0]["tools/failure_rate"] == 1.0 and history[0]["verify/masked"] == 16
+    assert history[0]["train/samples"] == 0  # nothing trained on, and no reward of 0 given
+    lines = [json.loads(x) for x in (tmp_path / "archive.jsonl").read_text().splitlines()]
+    assert {ln["verdicts"]["math"]["status"] for ln in lines} == {"error"}
+    assert all(ln["verdicts"]["math"]["score"] is None and "sandbox failed" in ln["error"] for ln in lines)
+
+
+def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.config import ConfigError
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    with pytest.raises(ConfigError, match="grpo.environment: unknown environment 'nope'; valid: .*python"):
+        config.load(Config, overrides=["grpo.environment=nope"])
+    with pytest.raises(ConfigError, match="runs its episodes on engine hf"):
+        config.load(Config, overrides=["grpo.environment=python", "grpo.engine=worker"])
+    cfg = config.load(Config, overrides=RUN + ["grpo.environment=python", "grpo.steps=1", f"output_dir={tmp_path}"])
+    history, _, _ = train_grpo(cfg, log=lambda *_: None)  # random weights write no ```python block: one turn each
+    assert history[0]["tools/turns_per_sample"] == 1.0 and history[0]["tools/failure_rate"] == 0.0

@@ -12,7 +12,8 @@ Order of trust, first hit wins (the second value returned names the path taken, 
   7. Otherwise the last math span (`$...$`, `\\[...\\]`, `[...]`) or, failing that, the closing
      statement (the last sentence with a number), read as an answer only where it states one:
      an amount of money ("... has $8 left." -> 8, path "currency"), "... is 15." at its end (path
-     "closing statement"), else its last number (path "last number", a fallback). A closing
+     "closing statement"), an arithmetic expression that ends it ("... has 9 - 5 shells.", path "closing
+     expression", a fallback), else its last number (path "last number", a fallback). A closing
      statement that rejects a candidate ("So x = 3 is not a solution.") gives no answer.
 
 Prose with money is not maths: a `$...$` span whose content reads as a sentence ("$2 per egg
@@ -49,6 +50,8 @@ _HASHES = re.compile(r"####\s*([^\n]+)")
 _A_LINE = re.compile(r"(?:^|\n)[ \t]*(?:\*\*)?A(?:\*\*)?[ \t]*:[ \t]*([^\n]+)")
 _BOLD = re.compile(r"\*\*([^*\n]{1,80})\*\*")
 _BOLD_ANSWER = re.compile(r"[-+]?\$?\s*-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?\s*%?")  # a bare number
+# "the initial answer is correct": a phrase that judges an answer rather than giving one
+_VERDICT_WORD = re.compile(r"(?:not\s+)?(?:correct|incorrect|right|wrong|true|false|valid|invalid)\b", re.I)
 _HEDGE = re.compile(r"(?:^|\s|\$)(?:or|and/or)(?:\s|\$|$)", re.I)
 
 
@@ -125,7 +128,7 @@ def extract_answer(text: str) -> tuple[str | None, str]:
             answer = _marker_answer(found[-1])
             if answer:
                 return answer, how
-    phrases = list(_PHRASE.finditer(s))
+    phrases = [m for m in _PHRASE.finditer(s) if not _VERDICT_WORD.match(s, m.end())]
     if phrases:
         rest = s[phrases[-1].end():]
         line = rest.split("\n", 1)[0].strip() or rest.strip().split("\n", 1)[0].strip()
@@ -138,10 +141,13 @@ def extract_answer(text: str) -> tuple[str | None, str]:
         if line and looks_like_prose(line):  # "The volume of $V$ is 120": look inside the sentence
             inner = re.findall(r"\b(?:is|are|equals|=)\s+(.+?)\s*$", line)
             spans = list(_MATH_SPANS.finditer(line))
+            nums = _NUMBER.findall(line.replace("$", " "))
             if inner and not looks_like_prose(inner[-1]):
                 line = _clean_tail(inner[-1])
             elif spans:
                 line = _span_content(spans[-1]).strip()
+            elif len(nums) == 1 and not re.search(r"[=+*/^]", line):  # "The final answer is Tom buys 10 apples"
+                line = nums[0].rstrip(",")
         if line:
             return line, "answer phrase"
     tail = "\n".join([ln for ln in s.splitlines() if ln.strip()][-2:])
@@ -163,6 +169,7 @@ _REJECTS = re.compile(r"\b(?:not|no|never|cannot|neither|nor|fails?|isn't|aren't
 _CURRENCY = re.compile(r"(?<![\w$])\$\s?(-?\d[\d,]*(?:\.\d+)?)")
 _IS_NUMBER = re.compile(r"\b(?:is|are|was|were|equals)\s+\$?\s?(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*(?:[%°]|[A-Za-z]+)?"
                         r"\s*[.!]?\s*$")
+_CLOSING_EXPRESSION = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:\s*[-+*/×÷]\s*\d+(?:\.\d+)?)+)(?:\s+[A-Za-z]+)?\s*[.!]?\s*$")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
@@ -189,7 +196,10 @@ def closing_answer(s: str) -> tuple[str | None, str]:
     m = _IS_NUMBER.search(sentence)
     if m and looks_like_prose(sentence):
         return m.group(1), "closing statement"
-    return _NUMBER.findall(sentence.replace("$", " "))[-1], "last number"
+    expr = _CLOSING_EXPRESSION.search(sentence)
+    if expr and "=" not in sentence:  # "Priya has 9 - 5 shells.": the expression, not its last operand
+        return re.sub(r"\s+", " ", expr.group(1)).strip(), "closing expression"
+    return _NUMBER.findall(sentence.replace("$", " "))[-1].rstrip(","), "last number"  # "= 63, which is" -> 63
 
 
 def _span_content(m: re.Match) -> str:

@@ -70,7 +70,7 @@ def _fallback_refused(output: str, answer: str, how: str, prompt: str) -> str | 
             and looks_like_prose(sentence):  # "3 + 5 - 5 = 3" derives it, a last line "35" states it: not refused
         return f"last number {answer!r} only restates the question"
     if how in ("last number", "closing statement", "currency") and len(asked) >= 3 and looks_like_prose(sentence) \
-            and not _topics(sentence) & asked:  # a question in words ("12+30=" has none to share)
+            and "=" not in sentence and not _topics(sentence) & asked:  # "add them: 7 + 7 = 14." computes it
         return f"closing statement {sentence[-60:]!r} shares no word with the question"
     return None
 
@@ -157,8 +157,9 @@ class MathVerifier(Verifier):
         try:
             pred = parse_answer(answer)
         except ParseFailure as e:
-            nums = _NUMBER.findall(answer) if how == "whole output" else []
-            if len(nums) != 1:  # "it is 13 apples": one number in a short phrase is the answer; two are not
+            nums = _NUMBER.findall(answer) if how in ("whole output", "answer phrase") else []
+            if len(nums) != 1:  # "it is 13 apples", "The final answer is Tom buys 10 apples": one number in the
+                # phrase is the answer; two are not
                 return Verdict.unparseable(detail=f"answer {answer[:60]!r} not parseable: {e}")
             answer, how = nums[0], "single number in a phrase"
             pred = parse_answer(answer)

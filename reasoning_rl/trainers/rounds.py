@@ -30,7 +30,7 @@ from ..configs import Config, RLConfig
 from ..device import resolve_threads
 from ..rollout import HFEngine, SamplingConfig
 from ..task import Task
-from ..types import Group
+from ..types import Group, Status, Verdict
 
 
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
@@ -55,6 +55,12 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"),
                               num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
                               trust_remote_code=cfg.model.trust_remote_code)
+    elif getattr(rl, "environment", ""):  # multi-turn episodes on the hf engine (grpo.environment)
+        from ..environments import ENVIRONMENTS
+        from ..episodes import EpisodeEngine, EpisodeLimits
+
+        env = ENVIRONMENTS.get(rl.environment).from_config(rl)
+        return EpisodeEngine(model, tok, env, EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens))
     else:
         return HFEngine(model, tok)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
@@ -65,8 +71,15 @@ def attach(groups: list[Group], task: Task, reward: verifiers.Reward, pool) -> l
     """Every sample of every group gets its verdicts (one concurrent batch through the pool), each checked as the
     task says (a code body: the raw prompt, its signature, + the completion) against the row's reference."""
     verdicts = iter(task.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
-    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples])
-            for g in groups]
+    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(_unless_failed(s, next(verdicts)))
+                                                  for s in g.samples]) for g in groups]
+
+
+def _unless_failed(s, verdicts: dict) -> dict:
+    """A sample whose environment failed (a tool's sandbox died) is masked ERROR under every term, never scored."""
+    if not s.error:
+        return verdicts
+    return {k: Verdict.masked_as(Status.ERROR, f"environment failed: {s.error}"[:300]) for k in verdicts}
 
 
 def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
@@ -235,4 +248,8 @@ def round_metrics(generated: list[Group], reward: verifiers.Reward) -> dict[str,
             m[f"reward/term/{t.verifier}"] = sum(own) / len(own)
     m["completions/mean_length"] = sum(len(s.token_ids) for s in samples) / max(1, len(samples))
     m["completions/clipped_ratio"] = sum(s.truncated for s in samples) / max(1, len(samples))
+    if any(s.turns for s in samples):  # multi-turn episodes: how the tool was used
+        from ..episodes import episode_metrics
+
+        m.update(episode_metrics(samples))
     return m
