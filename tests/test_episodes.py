@@ -306,3 +306,25 @@ def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
     cfg = config.load(Config, overrides=RUN + ["grpo.environment=python", "grpo.steps=1", f"output_dir={tmp_path}"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)  # random weights write no ```python block: one turn each
     assert history[0]["tools/turns_per_sample"] == 1.0 and history[0]["tools/failure_rate"] == 0.0
+
+
+def test_the_documented_calculator_environment_works():
+    """docs/tools.md's example of a user's own environment, run as written."""
+    import re
+
+    from .conftest import ROOT
+
+    doc = (ROOT / "docs" / "tools.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "class Calculator" in b)
+    ns: dict = {}
+    exec(compile(code, "docs/tools.md", "exec"), ns)
+    try:
+        env = ENVIRONMENTS.get("calculator")()
+        text = "I need 12 * 7 first: <<12 * 7>> and then"
+        assert env.call_end(text) == text.index(">>") + 2
+        ok, bad, none = env.respond([None] * 3, ["so <<12*7>>", "so <<1/0>>", "The answer is 84."])
+        assert ok.observation == "=84\n" and ok.tool_call and not ok.program_error
+        assert bad.program_error and "division by zero" in bad.observation
+        assert none.done and none.reason == "answer"
+    finally:
+        ENVIRONMENTS.remove("calculator")

@@ -27,6 +27,7 @@ Standard library only.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 TAIL_CHARS = 4000
@@ -173,6 +174,7 @@ _CLOSING_EXPRESSION = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:\s*[-+*/×÷]\s*
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=256)
 def closing_statement(s: str) -> str:
     """The output's closing statement: the last sentence, on the last line with a number, that has a number."""
     for line in reversed(s.splitlines()):

@@ -65,6 +65,8 @@ def _fallback_refused(output: str, answer: str, how: str, prompt: str) -> str | 
     number that the question already holds, in a prose sentence that does not compute it (no "="), is a restatement
     (an operand, a quantity of the problem); a closing sentence with no word of the question's is about something
     else."""
+    if how not in ("last number", "closing statement", "currency"):
+        return None  # a box, a marker, an answer phrase: stated, not read into the text
     sentence, asked = closing_statement(output), _topics(prompt)
     if how == "last number" and answer.replace(",", "") in _numbers(prompt) and "=" not in sentence \
             and looks_like_prose(sentence):  # "3 + 5 - 5 = 3" derives it, a last line "35" states it: not refused
