@@ -83,7 +83,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
     from .rollout.base import stop_ids as default_stops
 
     stops = list(stop_ids or default_stops(model, tok))
-    eps = [Episode(dict(r), tok(r["prompt"], add_special_tokens=False)["input_ids"] or [stops[0]]) for r in rows]
+    # the prompt's ids as the trainer's batch makes them (trainers/grpo_batch.py: tok(prompt), special tokens and all)
+    eps = [Episode(dict(r), tok(r["prompt"])["input_ids"] or [stops[0]]) for r in rows]
     for e in eps:
         e.state = env.start(e.row)
     if sampling.seed is not None:

@@ -47,17 +47,24 @@ def uninterrupted(tmp_path_factory):
 
 
 def _start_and_signal(out, sig, after_step, delay, times=1):
-    """Start a run, wait for `after_step` in its metrics, then `delay` seconds, then send `sig` (`times` times,
-    20 ms apart: within one round). Returns the finished process's (exit status, stderr)."""
+    """Start a run, wait for `after_step` in its metrics, then `delay` of a round (the fraction of the time the
+    round before took: on an idle machine a round of this run is a fraction of a second, so a fixed delay could land
+    after the last round), then send `sig` (`times` times, 20 ms apart: within one round). Returns the finished
+    process's (exit status, stderr)."""
     proc = subprocess.Popen(_cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=run_env())
     deadline = time.monotonic() + 300
+    seen: dict[int, float] = {}
     while time.monotonic() < deadline:
         p = out / "metrics.jsonl"
-        if p.exists() and any(json.loads(x)["step"] == after_step for x in p.read_text().splitlines() if x.strip()):
+        steps = [json.loads(x)["step"] for x in p.read_text().splitlines() if x.strip()] if p.exists() else []
+        for s in steps:
+            seen.setdefault(s, time.monotonic())
+        if after_step in seen:
             break
         assert proc.poll() is None, proc.stderr.read()[-2000:]
-        time.sleep(0.05)
-    time.sleep(delay)
+        time.sleep(0.01)
+    round_s = seen[after_step] - seen.get(after_step - 1, seen[after_step])
+    time.sleep(delay * round_s)
     for i in range(times):
         proc.send_signal(sig)
         time.sleep(0.02)
@@ -68,7 +75,7 @@ def _start_and_signal(out, sig, after_step, delay, times=1):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("sig, delay", [(signal.SIGINT, 0.0),  # early in a round: sampling
                                         pytest.param(signal.SIGINT, 0.6, marks=pytest.mark.slow),  # later in it
-                                        pytest.param(signal.SIGTERM, 0.3, marks=pytest.mark.slow)])
+                                        pytest.param(signal.SIGTERM, 0.3, marks=pytest.mark.slow)])  # (of a round)
 def test_the_first_signal_stops_after_the_round_and_resume_continues_the_trajectory(tmp_path, uninterrupted, sig,
                                                                                      delay):
     out = tmp_path / "run"
