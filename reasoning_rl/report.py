@@ -17,6 +17,9 @@ Reads what any command writes: a training run (metrics, archive, task.json, run_
 summary.json), `reverify` (reverify/flips.jsonl), a DPO run (metrics only). A damaged file (a truncated last line,
 a line that is not JSON) is skipped line by line and named in `Report.skipped`; a missing one is named too.
 
+A multi-turn episode (grpo.environment) is shown turn by turn: the model's text, the tool's output, its time, and
+whether the program failed or the environment did.
+
 Not here: the metrics themselves (trainers/metrics.py), re-scoring (reverify.py). The ledger's curriculum decisions
 are not shown yet (the Prompts page reads pass rates from the archive).
 """
@@ -41,13 +44,15 @@ class Report:
     metrics: list[dict] = field(default_factory=list)
     samples: list[list] = field(default_factory=list)  # rows of SAMPLE_COLUMNS
     verdicts: list[dict] = field(default_factory=list)  # per sample: verifier -> [status, score, detail]
+    turns: dict[int, list] = field(default_factory=dict)  # sample index -> its episode's turns (multi-turn runs)
     prompts: dict[str, str] = field(default_factory=dict)  # prompt id -> prompt text
     flips: list[dict] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
     def data(self) -> dict:
         return {"run": self.run, "metrics": self.metrics, "columns": list(SAMPLE_COLUMNS), "samples": self.samples,
-                "verdicts": self.verdicts, "prompts": self.prompts, "flips": self.flips, "skipped": self.skipped}
+                "verdicts": self.verdicts, "turns": self.turns, "prompts": self.prompts, "flips": self.flips,
+                "skipped": self.skipped}
 
 
 def _jsonl(path: str, skipped: list[str]) -> list[dict]:
@@ -137,6 +142,11 @@ def build_report(run_dir: str) -> Report:
                                     path_kind, int(r.get("n_tokens", 0)), r.get("finish_reason") == "length", text,
                                     _highlight(outcome, text) if out and outcome else None])
                 rep.verdicts.append({k: [x["status"], x["score"], x.get("detail", "")] for k, x in v.items()})
+                if r.get("turns"):  # an episode: each turn's model text, tool call, observation, timings
+                    rep.turns[len(rep.samples) - 1] = [{k: t.get(k) for k in ("model", "observation", "tool_s",
+                                                                                "program_error", "tokens")}
+                                                       for t in r["turns"]] + ([{"error": r["error"]}]
+                                                                               if r.get("error") else [])
             except (KeyError, TypeError, ValueError) as e:
                 sk.append(f"archive.jsonl: a line without {e} (skipped)")
     else:

@@ -222,3 +222,34 @@ def test_the_report_in_a_headless_browser(run_dir, browser, tmp_path):
         img = Image.open(tmp_path / shot).convert("L")
         lo, hi = img.getextrema()
         assert hi - lo > 100 and len(set(img.getdata())) > 20, shot
+
+
+@pytest.mark.timeout(300)
+def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
+    """A multi-turn run (every segment answered by an observation): each sample's turns are in the page, and the
+    detail shows the model's text and the tool's output turn by turn."""
+    from selenium.webdriver.common.by import By
+
+    from reasoning_rl.environments import ENVIRONMENTS
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    from .test_episodes import RUN as EPISODE_RUN, EveryTurnIsACall
+
+    out = tmp_path / "episodes"
+    ENVIRONMENTS.add("every-turn-report", EveryTurnIsACall, "tests")
+    try:
+        train_grpo(config.load(Config, overrides=EPISODE_RUN + ["grpo.steps=1", "grpo.environment=every-turn-report",
+                                                                f"output_dir={out}"]), log=lambda *_: None)
+    finally:
+        ENVIRONMENTS.remove("every-turn-report")
+    rep = write_report(str(out))
+    assert len(rep.turns) == len(rep.samples) == 16
+    assert all(t[0]["observation"] == EveryTurnIsACall.OBS for t in rep.turns.values())
+    browser.get("file://" + rep.run["written"])
+    browser.find_element(By.ID, "tab-rollouts").click()
+    browser.execute_script("select(0)")
+    turns = browser.find_element(By.ID, "turns")
+    assert "turn 1: model" in turns.text and "tool output" in turns.text
+    assert len(turns.find_elements(By.CSS_SELECTOR, "pre.turn-tool")) == sum(
+        bool(t.get("observation")) for t in rep.turns[0])
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
