@@ -177,6 +177,9 @@ class SFTConfig:
     grad_clip: float = knob(1.0, "max gradient norm (0 = off)", min=0.0)
     worked_fraction: float = knob(0.5, "share of SFT targets that show their work step by step "
                                   "(tiny/tasks.py worked_solution; the rest are direct answers)", min=0.0, max=1.0)
+    tool_fraction: float = knob(0.0, "share of the other SFT targets written as a calculator trace: the call, the "
+                                     "tool's answer, then the answer ('<<37*48>>=1776' newline '1776'), the warm start "
+                                     "of a run with grpo.environment=calculator", min=0.0, max=1.0)
     log_every: int = knob(100, "print the loss every N steps", min=1)
 
 

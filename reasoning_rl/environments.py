@@ -10,7 +10,8 @@ exactly as sampled, each observation tokenized once) and the limits on turns, to
 environment subclasses `Environment` and is registered by name, or published under the entry-point group
 `reasoning_rl.environments` (docs/tools.md).
 
-Built in: `python`, a Python interpreter on the sandbox (sandboxes/). The model writes a fenced block
+Built in: `calculator` (`<<12*34>>` answered `=408`, in-process, for the tiny model) and `python`, a Python
+interpreter on the sandbox (sandboxes/). The model writes a fenced block
 (```python ... ```); the block runs and its output comes back as an ```output block. State carries from one call to
 the next of the same episode by replay: each call is a fresh sandboxed run of the episode's earlier cells (their
 output discarded) and then the new one, so names defined in one call exist in the next, every call has its own wall,
@@ -24,8 +25,10 @@ Not here: generation, token ids, masks (episodes.py); rewards (the task's verifi
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import operator
 import re
 import time
 from dataclasses import dataclass
@@ -206,6 +209,49 @@ class PythonTool(Environment):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+        ast.Mod: operator.mod}
+_CALC = re.compile(r"<<([^<>\n]{1,80})>>")
+
+
+def _arith(node: ast.AST) -> int:
+    """An integer expression of + - * // % and parentheses; anything else is refused (no powers: no 9**9**9)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 10 ** 12:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_arith(node.operand)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_arith(node.left), _arith(node.right))
+    raise ValueError("only integers and + - * // % ( )")
+
+
+@ENVIRONMENTS.register("calculator")
+class Calculator(Environment):
+    """An integer calculator the model calls by writing `<<expression>>`; it answers `=value` on the next line
+    (or `error: ...`, a failed call). In-process and pure: no sandbox is needed to evaluate + - * // % on integers.
+    Small enough for the embedded tiny model's characters, which is what it is for (bench/tool_demo.py)."""
+    name = "calculator"
+
+    def call_end(self, text: str) -> int | None:
+        m = _CALC.search(text)
+        return m.end() if m else None
+
+    def respond(self, states: Sequence[Any], segments: Sequence[str]) -> list[Step]:
+        out = []
+        for seg in segments:
+            m = _CALC.search(seg)
+            if m is None:
+                out.append(Step(done=True, reason="answer"))
+                continue
+            try:
+                value = _arith(ast.parse(m.group(1).strip(), mode="eval").body)
+                out.append(Step(observation=f"={value}\n", tool_call=True, call=m.group(1)))
+            except (ValueError, SyntaxError, ZeroDivisionError, RecursionError) as e:
+                out.append(Step(observation=f"=error: {type(e).__name__}: {e}\n", tool_call=True,
+                                program_error=True, call=m.group(1)))
+        return out
 
 
 def load_plugins() -> list[str]:

@@ -2,6 +2,8 @@
 
     run_episodes(model, tok, env, rows, sampling, limits) -> list[Episode]   every row's episode, advancing together
     Episode.sample() -> Sample                                             token_ids, logprobs, loss_mask, turns
+    EpisodeEngine(model, tok, env, limits).generate(rows, n, sampling)     the loop's engine, for grpo.environment
+    held_out_episodes(task, model, tok, env, rows, limits, max_tokens)     held-out scores of greedy episodes
 
 One episode is one sequence: the prompt's ids, then each model segment exactly as sampled, then each observation
 tokenized once and appended. Model tokens are never decoded and encoded again: what the trainer scores is what the
@@ -20,6 +22,7 @@ itself (`Step.failed`) ends it and marks the sample for masking (`Episode.failur
 Not here: the environment (environments.py), verification (the task's verifiers read `Sample.text`, the model's own
 words: an answer a program printed counts only once the model writes it), the loss (trainers/grpo_batch.py).
 Deliberately simple: each turn re-encodes the episode's whole prefix (no KV cache kept across turns).
+Not here either: an environment's turns in PPO (refused) or in the async pipeline (untested).
 """
 from __future__ import annotations
 
@@ -191,3 +194,24 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
             "tools/turns_per_sample": len(turns) / n,
             "tools/truncated": sum(s.truncated for s in samples) / n,
             "time/tools": sum(t.get("tool_s", 0.0) for t in turns)}
+
+
+def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], limits: EpisodeLimits,
+                      max_tokens: int, pool=None, truncated: str = "fail") -> dict[str, float]:
+    """Held-out scores of greedy episodes, as `Task.held_out` scores single completions: `accuracy` (passes over
+    rows; a truncated episode is a fail with truncated="fail", an episode whose environment failed is never a
+    pass), `parseable`, `truncated`, and `tool_calls` per episode."""
+    from .rollout import SamplingConfig
+    from .types import Status
+
+    eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"]}
+                                         for i, r in enumerate(rows)],
+                       SamplingConfig(temperature=0.0, max_tokens=max_tokens), limits)
+    verdicts = [v[task.outcome] for v in task.verify(task.outcome_reward(), rows, [e.sample().text for e in eps],
+                                                     pool=pool)]
+    ok = [bool(v.passed) and not e.failure and not (e.truncated and truncated == "fail")
+          for v, e in zip(verdicts, eps)]
+    n = max(1, len(rows))
+    return {"accuracy": sum(ok) / n,
+            "parseable": sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts) / n,
+            "truncated": sum(e.truncated for e in eps) / n, "tool_calls": sum(e.tool_calls for e in eps) / n}

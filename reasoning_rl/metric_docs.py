@@ -136,6 +136,7 @@ METRICS: tuple[Metric, ...] = (
                                             "(a box, ####, an answer phrase; the math verifier's states_answer), "
                                             "not read into them by a fallback such as the last number"),
     Metric("eval/accuracy_stated", "fraction", BOTH, "held-out accuracy among completions that state their answer"),
+    Metric("eval/tool_calls", "calls", "grpo", "with grpo.environment: tool calls per held-out episode (greedy)"),
     Metric("eval/truncated", "fraction", BOTH, "held-out completions cut at generation.max_tokens (no end of turn); "
                                                "with eval.truncated fail (the default) none of them is a pass"),
 )

@@ -24,7 +24,7 @@ from .losses import masked_nll
 from .tiny.model import build_tiny
 from .device import resolve_device, resolve_threads
 from .model_sources import cache_root
-from .tiny.tasks import make_rows, worked_solution
+from .tiny.tasks import make_rows, tool_solution, worked_solution
 
 SFT_RECIPE_VERSION = "2"
 
@@ -35,6 +35,8 @@ EMBEDDED_TASK_KNOBS = ("kind", "families", "max_digits", "num_train", "num_test"
 
 def sft_cache_dir(cfg: Config) -> str:
     shaping = {k: v for k, v in asdict(cfg.sft).items() if k != "log_every"}  # what the weights depend on
+    if not shaping["tool_fraction"]:  # off: the key of every checkpoint made before the knob existed
+        del shaping["tool_fraction"]
     tasks = {k: v for k, v in asdict(cfg.tasks).items() if k in EMBEDDED_TASK_KNOBS}  # the data it trains on
     key = json.dumps({"v": SFT_RECIPE_VERSION, "seed": cfg.seed, "tiny": asdict(cfg.model.tiny),
                       "tasks": tasks, "sft": shaping}, sort_keys=True)
@@ -79,13 +81,16 @@ def sft_loss(model, ids, attn, resp):
     return masked_nll(logits.float(), ids[:, 1:], resp[:, 1:].float())  # next token of each response position
 
 
-def sft_completion(row: dict, worked_fraction: float, rng: random.Random) -> str:
+def sft_completion(row: dict, worked_fraction: float, rng: random.Random, tool_fraction: float = 0.0) -> str:
     """The SFT target for a row: its worked solution with probability `worked_fraction` (rows that have
-    one: the arithmetic families), else the direct answer."""
+    one: the arithmetic families), else, with probability `tool_fraction`, a calculator trace, else the direct
+    answer."""
 
     worked = worked_solution(row) if worked_fraction > 0 else None
     if worked is not None and rng.random() < worked_fraction:  # rows without one draw nothing: code SFT unchanged
         return worked
+    if tool_fraction > 0 and rng.random() < tool_fraction:  # off: no draw, so the data of older runs is unchanged
+        return tool_solution(row) or row["answer"]
     return row["answer"]
 
 
@@ -95,7 +100,7 @@ def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, 
 
     batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
     ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch],
-                                   [sft_completion(r, s.worked_fraction, rng) for r in batch])
+                                   [sft_completion(r, s.worked_fraction, rng, s.tool_fraction) for r in batch])
     loss = sft_loss(model, ids, attn, resp)
     opt.zero_grad(set_to_none=True)
     loss.backward()

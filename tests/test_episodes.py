@@ -262,6 +262,7 @@ def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
         ENVIRONMENTS.remove("every-turn-test")
     assert len(history) == 2 and all(h["tools/calls_per_sample"] > 0 for h in history)
     assert all(h["tools/turns_per_sample"] > 1 and "loss/policy" in h for h in history)
+    assert history[-1]["eval/tool_calls"] > 0  # held-out scored on greedy episodes with the same environment
     lines = [json.loads(x) for x in (tmp_path / "archive.jsonl").read_text().splitlines()]
     assert len(lines) == 2 * 4 * 4 and all(len(ln["turns"]) >= 2 for ln in lines)
     assert all(EveryTurnIsACall.OBS not in ln["text"] for ln in lines)  # what was verified: the model's own text
@@ -308,23 +309,50 @@ def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
     assert history[0]["tools/turns_per_sample"] == 1.0 and history[0]["tools/failure_rate"] == 0.0
 
 
-def test_the_documented_calculator_environment_works():
-    """docs/tools.md's example of a user's own environment, run as written."""
+def test_the_documented_environment_works():
+    """docs/tools.md's example of a user's own environment, run as written: its state is the row's table."""
     import re
 
     from .conftest import ROOT
 
     doc = (ROOT / "docs" / "tools.md").read_text()
-    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "class Calculator" in b)
-    ns: dict = {}
-    exec(compile(code, "docs/tools.md", "exec"), ns)
+    code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "class Lookup" in b)
+    exec(compile(code, "docs/tools.md", "exec"), {})
     try:
-        env = ENVIRONMENTS.get("calculator")()
-        text = "I need 12 * 7 first: <<12 * 7>> and then"
-        assert env.call_end(text) == text.index(">>") + 2
-        ok, bad, none = env.respond([None] * 3, ["so <<12*7>>", "so <<1/0>>", "The answer is 84."])
-        assert ok.observation == "=84\n" and ok.tool_call and not ok.program_error
-        assert bad.program_error and "division by zero" in bad.observation
-        assert none.done and none.reason == "answer"
+        env = ENVIRONMENTS.get("lookup")()
+        a, b = env.start({"facts": {"tokyo": 14}}), env.start({"facts": {}})
+        text = "Tokyo's population: [[tokyo]] million"
+        assert env.call_end(text) == text.index("]]") + 2
+        found, unknown, done = env.respond([a, b, a], ["so [[tokyo]]", "so [[tokyo]]", "The answer is 14."])
+        assert found.observation == " = 14\n" and found.tool_call and not found.program_error
+        assert unknown.program_error and "unknown: 'tokyo'" in unknown.observation  # episodes keep their own tables
+        assert done.done and done.reason == "answer"
     finally:
-        ENVIRONMENTS.remove("calculator")
+        ENVIRONMENTS.remove("lookup")
+
+
+def test_the_calculator_answers_integer_arithmetic_and_refuses_the_rest():
+    env = ENVIRONMENTS.get("calculator")()
+    ok, power, zero, prose, none = env.respond([None] * 5, ["37*48=<<37*48>>", "<<9**9**9>>", "<<1//0>>",
+                                                           "<<open('/etc/passwd')>>", "1776"])
+    assert ok.observation == "=1776\n" and not ok.program_error
+    assert power.program_error and zero.program_error and prose.program_error  # shown to the model, not run
+    assert none.done and none.reason == "answer"
+    assert env.call_end("37*48=<<37*48>>=1776") == len("37*48=<<37*48>>")
+
+
+def test_tool_traces_are_what_the_calculator_answers():
+    """The warm start's traces (sft.tool_fraction) read as an episode would: the call, the calculator's own answer,
+    then the answer; and the knob at 0 leaves the SFT cache key of older checkpoints unchanged."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.sft import sft_cache_dir
+    from reasoning_rl.tiny.tasks import tool_solution
+
+    trace = tool_solution({"prompt": "37*48=", "answer": "1776"})
+    call = trace[: ENVIRONMENTS.get("calculator")().call_end(trace)]
+    assert trace == call + ENVIRONMENTS.get("calculator")().respond([None], [call])[0].observation + "1776"
+    assert tool_solution({"prompt": "def f():", "answer": "", "tests": []}) is None
+    base = config.load(Config)
+    assert sft_cache_dir(base) == sft_cache_dir(config.load(Config, overrides=["sft.tool_fraction=0.0"]))
+    assert sft_cache_dir(base) != sft_cache_dir(config.load(Config, overrides=["sft.tool_fraction=0.5"]))

@@ -5,6 +5,7 @@ Families (each a pure function of a `random.Random`):
   sub    a-b          may go negative
   chain  a+b+c(+d)    small operands, several steps
   mul    a*b          one operand a single digit
+  mul2   a*b          both operands up to `max_digits` digits (for the calculator tool: `tool_solution`)
 
 Each row is {"prompt_id", "task", "prompt", "answer"}; the prompt is "<expr>=" and the
 gold completion is the integer answer. `worked_solution` gives a second gold completion
@@ -68,6 +69,22 @@ def _chain(rng: random.Random, max_digits: int) -> tuple[str, int]:
 def _mul(rng: random.Random, max_digits: int) -> tuple[str, int]:
     a, b = rng.randint(2, 9), _operand(rng, max(1, max_digits - 1))
     return f"{a}*{b}=", a * b
+
+
+@FAMILIES.register("mul2")
+def _mul2(rng: random.Random, max_digits: int) -> tuple[str, int]:
+    """Two operands of up to max_digits digits each: beyond what the tiny model computes in its head, within what
+    it copies from a calculator (bench/tool_demo.py)."""
+    a, b = _operand(rng, max_digits), _operand(rng, max_digits)
+    return f"{a}*{b}=", a * b
+
+
+def tool_solution(row: dict) -> str | None:
+    """A calculator trace of an arithmetic row: the call, the tool's answer (what environments.Calculator
+    answers), then the answer the model states: "<<37*48>>=1776\n1776". None for rows that are not arithmetic."""
+    if "tests" in row or not row.get("prompt", "").endswith("="):
+        return None
+    return f"<<{row['prompt'][:-1]}>>={row['answer']}\n{row['answer']}"
 
 
 def _digits(n: int) -> list[int]:

@@ -126,8 +126,21 @@ class Run:
     def evaluate(self) -> dict[str, float]:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
-        got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
-                                  self.cfg.eval.truncated)
+        if getattr(self.rl, "environment", ""):  # multi-turn: greedy episodes with the run's environment
+            from ..environments import ENVIRONMENTS
+            from ..episodes import EpisodeLimits, held_out_episodes
+
+            rl = self.rl
+            env = ENVIRONMENTS.get(rl.environment).from_config(rl)
+            try:
+                got = held_out_episodes(self.task, self.model, self.tok, env, self.evals,
+                                        EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens),
+                                        self.cfg.generation.max_tokens, self.pool, self.cfg.eval.truncated)
+            finally:
+                getattr(env, "shutdown", lambda: None)()
+        else:
+            got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
+                                      self.cfg.eval.truncated)
         return {f"eval/{k}": v for k, v in got.items()}
 
 
