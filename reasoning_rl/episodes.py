@@ -215,3 +215,17 @@ def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], 
     return {"accuracy": sum(ok) / n,
             "parseable": sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts) / n,
             "truncated": sum(e.truncated for e in eps) / n, "tool_calls": sum(e.tool_calls for e in eps) / n}
+
+
+def held_out_with(rl, task, model, tok, rows: Sequence[dict], max_tokens: int, pool=None,
+                  truncated: str = "fail") -> dict[str, float]:
+    """`held_out_episodes` with the environment and limits a run's `grpo` section names (the loop's evaluation)."""
+    from .environments import ENVIRONMENTS
+
+    env = ENVIRONMENTS.get(rl.environment).from_config(rl)
+    try:
+        return held_out_episodes(task, model, tok, env, rows,
+                                 EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens), max_tokens,
+                                 pool, truncated)
+    finally:
+        getattr(env, "shutdown", lambda: None)()

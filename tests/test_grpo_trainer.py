@@ -67,7 +67,7 @@ def test_shuffled_rewards_control_keeps_the_rewards_but_not_their_samples():
 def test_a_round_that_trains_nothing_says_why_and_an_idle_run_warns():
     """No silent no-op: the log line of a round without a trainable group names the cause, and a run whose rounds
     mostly trained nothing ends with a warning that names the likeliest cause and what to try."""
-    from reasoning_rl.trainers.loop import _log_line, _warn_if_idle
+    from reasoning_rl.trainers.log_lines import log_line as _log_line, warn_if_idle as _warn_if_idle
 
     failed = {"step": 2, "reward/mean": 0.0, "groups/pct_all_fail": 1.0, "groups/pct_mixed": 0.0, "train/samples": 0}
     assert _log_line(failed, 3).endswith("NO UPDATE: no trainable group (every sample failed: 1.00 of groups)")

@@ -40,6 +40,7 @@ One synchronous GRPO step, file by file (tests/test_layout.py checks that every 
   trainers/loop.py         _update -> _train_epochs         shuffled minibatches, clipping, optimiser steps
   trainers/grpo_batch.py   update_minibatch                 the clipped surrogate (+ KL) over length buckets
   trainers/metrics.py      MetricsWriter.write              metrics.jsonl and TensorBoard
+  trainers/log_lines.py    log_line                         one line a round (and why it trained nothing)
 
 Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
 """
@@ -73,6 +74,7 @@ from ..task import Task
 from ..task_check import require_parseable
 from . import checkpoint
 from .distributed import NullWriter, Ranks
+from .log_lines import log_line, warn_if_idle
 from .metrics import MetricsWriter
 from .monitors import Monitors
 from .algorithm import Algorithm, Learner, Net, adamw
@@ -127,17 +129,10 @@ class Run:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
         if getattr(self.rl, "environment", ""):  # multi-turn: greedy episodes with the run's environment
-            from ..environments import ENVIRONMENTS
-            from ..episodes import EpisodeLimits, held_out_episodes
+            from ..episodes import held_out_with
 
-            rl = self.rl
-            env = ENVIRONMENTS.get(rl.environment).from_config(rl)
-            try:
-                got = held_out_episodes(self.task, self.model, self.tok, env, self.evals,
-                                        EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens),
-                                        self.cfg.generation.max_tokens, self.pool, self.cfg.eval.truncated)
-            finally:
-                getattr(env, "shutdown", lambda: None)()
+            got = held_out_with(self.rl, self.task, self.model, self.tok, self.evals, self.cfg.generation.max_tokens,
+                                self.pool, self.cfg.eval.truncated)
         else:
             got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
                                       self.cfg.eval.truncated)
@@ -362,44 +357,6 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
     return m
 
 
-_LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2f}"),
-        ("yield", "curriculum/yield", "{:.2f}"), ("cut", "completions/clipped_ratio", "{:.2f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
-        ("kl", "kl", "{:.4f}"), ("clip", "clip_ratio/region", "{:.3f}"), ("rollout", "time/rollout", "{:.2f}s"),
-        ("verify", "time/verify", "{:.2f}s"), ("update", "time/update", "{:.2f}s"),
-        ("sandbox", "sandbox/wall_s", "{:.2f}s"), ("held-out", "eval/accuracy", "{:.3f}"),
-        ("held-out cut", "eval/truncated", "{:.2f}"))
-
-
-def _log_line(m: dict, steps: int) -> str:
-    """One line a step: the metrics of `_LOG` that the step has, and why a round trained nothing."""
-    line = f"step {m['step']}/{steps}  " + "  ".join(f"{name} {fmt.format(m[k])}" for name, k, fmt in _LOG if k in m)
-    return line + (f"  NO UPDATE: no trainable group ({_why_no_update(m)})" if m.get("train/samples") == 0 else "")
-
-
-_NO_UPDATE = (("groups/pct_all_fail", "every sample failed", "easier data, a larger group, longer completions or a "
-                                                              "warm start"),
-              ("groups/pct_all_pass", "every sample passed", "harder data, or retire solved prompts"),
-              ("groups/pct_unscored", "every sample was masked", "the verifier's masked statuses in the archive"),
-              ("completions/clipped_ratio", "completions cut at max_tokens", "a larger generation.max_tokens"))
-
-
-def _why_no_update(m: dict) -> str:
-    """The shares of a round's groups that could not train, largest first, e.g. 'all failed in 1.00 of groups'."""
-    parts = [f"{what}: {m[k]:.2f} of {'samples' if k.startswith('completions') else 'groups'}"
-             for k, what, _ in _NO_UPDATE if m.get(k)]
-    return "; ".join(parts) or "no group kept"
-
-
-def _warn_if_idle(history: list[dict], log: Callable[[str], None]) -> None:
-    """At the end of a run: say so when at least half its rounds trained nothing, with the likeliest cause."""
-    idle = [m for m in history if m.get("train/samples") == 0]
-    if not history or len(idle) < len(history) / 2:
-        return
-    key, what, fix = max(_NO_UPDATE, key=lambda c: sum(m.get(c[0], 0.0) for m in idle))
-    log(f"WARNING: {len(idle)} of {len(history)} rounds trained nothing; mostly because {what} "
-        f"(mean {sum(m.get(key, 0.0) for m in idle) / len(idle):.2f} in those rounds). Try {fix}.")
-
-
 def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, stop) -> None:
     """Steps `first`..steps: a round, the held-out score when due, the log line, alerts, checkpoints. Stops after
     the round in progress on a stop request (Ctrl-C, SIGTERM) or an alert with monitor.stop_on_alert, with a
@@ -415,7 +372,7 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         run.writer.write(m)
         if on_step:
             on_step(m)
-        run.log(_log_line(m, rl.steps))
+        run.log(log_line(m, rl.steps))
         for a in alerts:
             run.log(f"ALERT step {step}: {a}")
         on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
@@ -457,6 +414,6 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
             run.writer.close()
     if run.ranks.main:
         checkpoint.save_final(cfg.output_dir, run.model, run.tok)
-        _warn_if_idle(run.history, run.log)
+        warn_if_idle(run.history, run.log)
     run.ranks.barrier()
     return run.history, run.model, run.tok
