@@ -71,6 +71,7 @@ def _rates(pairs: list[tuple[bool, bool]]) -> dict:
 
 def cmd_calibrate(args) -> int:
     import verifiers
+    from verifiers.base import wants_prompt
     from reasoning_rl.types import Status
 
     names = args.verifier or ["math"]
@@ -83,8 +84,7 @@ def cmd_calibrate(args) -> int:
     reference = None if args.no_math_verify or "math_verify" in names else "math_verify"
     with verifiers.VerifierPool(num_workers=args.workers, timeout=args.timeout) as pool:
         for n in names + ([reference] if reference else []):
-            v = verifiers.get(n)
-            asks = (v.reads_prompt or "prompt" in v.spec.needs) and all(args.prompt_col in r for r in rows)
+            asks = wants_prompt(verifiers.get(n)) and all(args.prompt_col in r for r in rows)
             judged[n] = pool.run([verifiers.Call(n, str(r[args.pred_col]), r[args.gold_col],
                                                  {"prompt": str(r[args.prompt_col])} if asks else {}) for r in rows])
     report = {}

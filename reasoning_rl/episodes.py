@@ -40,6 +40,11 @@ class EpisodeLimits:
     max_tool_calls: int = 3
     max_episode_tokens: int = 512  # tokens after the prompt: model and observation tokens together
 
+    @classmethod
+    def of(cls, rl) -> "EpisodeLimits":
+        """The limits a run's `grpo` section sets."""
+        return cls(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens)
+
 
 @dataclass
 class Episode:
@@ -198,23 +203,17 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
 
 def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], limits: EpisodeLimits,
                       max_tokens: int, pool=None, truncated: str = "fail") -> dict[str, float]:
-    """Held-out scores of greedy episodes, as `Task.held_out` scores single completions: `accuracy` (passes over
-    rows; a truncated episode is a fail with truncated="fail", an episode whose environment failed is never a
-    pass), `parseable`, `truncated`, and `tool_calls` per episode."""
+    """Held-out scores of greedy episodes, scored as `Task.held_out` scores single completions
+    (`Task.score_held_out`: a truncated episode is a fail with truncated="fail", one whose environment failed is
+    never a pass), and `tool_calls` per episode."""
     from .rollout import SamplingConfig
-    from .types import Status
 
     eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"]}
                                          for i, r in enumerate(rows)],
                        SamplingConfig(temperature=0.0, max_tokens=max_tokens), limits)
-    verdicts = [v[task.outcome] for v in task.verify(task.outcome_reward(), rows, [e.sample().text for e in eps],
-                                                     pool=pool)]
-    ok = [bool(v.passed) and not e.failure and not (e.truncated and truncated == "fail")
-          for v, e in zip(verdicts, eps)]
-    n = max(1, len(rows))
-    return {"accuracy": sum(ok) / n,
-            "parseable": sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts) / n,
-            "truncated": sum(e.truncated for e in eps) / n, "tool_calls": sum(e.tool_calls for e in eps) / n}
+    out = task.score_held_out(rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,
+                              failed=[bool(e.failure) for e in eps])
+    return dict(out, tool_calls=sum(e.tool_calls for e in eps) / max(1, len(rows)))
 
 
 def held_out_with(rl, task, model, tok, rows: Sequence[dict], max_tokens: int, pool=None,
@@ -224,8 +223,6 @@ def held_out_with(rl, task, model, tok, rows: Sequence[dict], max_tokens: int, p
 
     env = ENVIRONMENTS.get(rl.environment).from_config(rl)
     try:
-        return held_out_episodes(task, model, tok, env, rows,
-                                 EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens), max_tokens,
-                                 pool, truncated)
+        return held_out_episodes(task, model, tok, env, rows, EpisodeLimits.of(rl), max_tokens, pool, truncated)
     finally:
         getattr(env, "shutdown", lambda: None)()

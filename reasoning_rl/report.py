@@ -25,6 +25,7 @@ are not shown yet (the Prompts page reads pass rates from the archive).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -80,12 +81,19 @@ def _json(path: str, skipped: list[str]) -> dict | None:
         return None
 
 
+@functools.lru_cache(maxsize=None)
+def _answer_key(outcome: str):
+    """The outcome verifier's `answer_key` (None when it has none or is not registered): looked up once a run, not
+    once a sample."""
+    import verifiers
+
+    return getattr(verifiers.get(outcome), "answer_key", None) if outcome in verifiers.names() else None
+
+
 def _highlight(outcome: str, text: str) -> list[int] | None:
     """[start, end) of the answer the outcome verifier read in `text`: its last occurrence (None when the verifier
     has no `answer_key` or found nothing)."""
-    import verifiers
-
-    key = getattr(verifiers.get(outcome), "answer_key", None) if outcome in verifiers.names() else None
+    key = _answer_key(outcome)
     answer = key(text) if key else None
     if not answer:
         return None

@@ -304,13 +304,22 @@ class Task:
         `truncated` is the share of completions cut at `max_new_tokens`; with truncated="fail" (eval.truncated)
         none of them counts as a pass, whatever the verifier read in it."""
         from .evaluate import greedy_decode
-        from .types import Status
 
         if not rows:
             raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
         completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
+        return self.score_held_out(rows, completions, cut, pool, truncated)
+
+    def score_held_out(self, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[bool], pool=None,
+                       truncated: str = "fail", failed: Sequence[bool] | None = None) -> dict[str, float]:
+        """`held_out`'s scores of given completions (`cut`: each was cut at its token limit): what greedy
+        completions and greedy multi-turn episodes (episodes.py) are both scored by. `failed`: the completion's
+        environment failed, so it is never a pass."""
+        from .types import Status
+
+        failed = failed or [False] * len(rows)
         verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
-        ok = [bool(v.passed) and not (c and truncated == "fail") for v, c in zip(verdicts, cut)]
+        ok = [bool(v.passed) and not (c and truncated == "fail") and not f for v, c, f in zip(verdicts, cut, failed)]
         passed = sum(ok)
         parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
         out = {"accuracy": passed / len(rows), "parseable": parsed / len(rows),

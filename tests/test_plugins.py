@@ -60,3 +60,16 @@ def test_plugin_verifier_works_in_the_fresh_process(plugin_site):
     r = subprocess.run([PY, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0.5", "correct"]
+
+
+def test_a_duck_typed_verifier_is_asked_for_the_prompt_by_its_spec_alone():
+    """A plugin that does not subclass Verifier has no `reads_prompt`: whether it gets the prompt is its spec's."""
+    from verifiers.base import VerifierSpec, wants_prompt
+
+    class Duck:
+        name, version = "duck", "1"
+
+        def __init__(self, needs):
+            self.spec = VerifierSpec(needs=needs, output_range=(0.0, 1.0))
+
+    assert wants_prompt(Duck(("reference", "prompt"))) and not wants_prompt(Duck(("reference",)))

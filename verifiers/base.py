@@ -79,6 +79,12 @@ class Verifier:
         return ""
 
 
+def wants_prompt(verifier: Any) -> bool:
+    """Is a verifier called with the prompt (option `prompt`)? When it reads it (`reads_prompt`) or needs it (spec).
+    A plugin that does not subclass Verifier has no `reads_prompt`: only its spec decides."""
+    return bool(getattr(verifier, "reads_prompt", False)) or "prompt" in verifier.spec.needs
+
+
 def check_verifier(obj: Any) -> Verifier:
     """Validate a verifier object's declaration; raise SpecError naming what is wrong."""
     name = getattr(obj, "name", None)

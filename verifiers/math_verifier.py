@@ -71,8 +71,8 @@ def _fallback_refused(output: str, answer: str, how: str, prompt: str) -> str | 
     if how == "last number" and answer.replace(",", "") in _numbers(prompt) and "=" not in sentence \
             and looks_like_prose(sentence):  # "3 + 5 - 5 = 3" derives it, a last line "35" states it: not refused
         return f"last number {answer!r} only restates the question"
-    if how in ("last number", "closing statement", "currency") and len(asked) >= 3 and looks_like_prose(sentence) \
-            and "=" not in sentence and not _topics(sentence) & asked:  # "add them: 7 + 7 = 14." computes it
+    if len(asked) >= 3 and looks_like_prose(sentence) and "=" not in sentence \
+            and not _topics(sentence) & asked:  # "add them: 7 + 7 = 14." computes it
         return f"closing statement {sentence[-60:]!r} shares no word with the question"
     return None
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reasoning_rl.types import Verdict
 
+from .base import wants_prompt
 from .registry import get
 from .runtime import Call, VerifierPool, default_pool
 
@@ -23,8 +24,7 @@ from .runtime import Call, VerifierPool, default_pool
 def _wants_prompt(name: str) -> bool:
     """Verifiers that read the prompt get it: those that tell a restated question from an answer (`reads_prompt`:
     `math`, `math_verify`) and any whose spec lists "prompt" (the judge, the PRM)."""
-    v = get(name)
-    return v.reads_prompt or "prompt" in v.spec.needs
+    return wants_prompt(get(name))
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         from ..episodes import EpisodeEngine, EpisodeLimits
 
         env = ENVIRONMENTS.get(rl.environment).from_config(rl)
-        return EpisodeEngine(model, tok, env, EpisodeLimits(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens))
+        return EpisodeEngine(model, tok, env, EpisodeLimits.of(rl))
     else:
         return HFEngine(model, tok)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
