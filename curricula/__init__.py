@@ -4,10 +4,10 @@ Part of the `reasoning-rl` distribution (not the unrelated `curricula` package o
 Never imports torch.
 """
 from .filters import FILTERS, Decision, apply_filters, group_stats
-from .ledger import Entry, Ledger
+from .ledger import Entry, Ledger, read_entries
 from .refill import RefillStats, fill_batch
 from .samplers import MixedBandSampler, UniformSampler, make_sampler
 from .signal import p_mixed
 
-__all__ = ["FILTERS", "Decision", "apply_filters", "group_stats", "Entry", "Ledger", "RefillStats", "fill_batch",
+__all__ = ["FILTERS", "Decision", "apply_filters", "group_stats", "Entry", "Ledger", "read_entries", "RefillStats", "fill_batch",
            "MixedBandSampler", "UniformSampler", "make_sampler", "p_mixed"]

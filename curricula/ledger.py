@@ -48,6 +48,23 @@ class Entry:
         return self.passes / self.attempts if self.attempts else None
 
 
+_SELECT = "SELECT prompt_id, attempts, passes, ema, streak, last_step, retired, retired_at FROM prompts"
+
+
+def _entry(r) -> Entry:
+    return Entry(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7])
+
+
+def read_entries(path: str | os.PathLike[str]) -> dict[str, Entry]:
+    """A ledger's entries, opened read-only (a report of a run in progress must not write to its ledger).
+    sqlite3.Error when the file is not a ledger."""
+    conn = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True, timeout=5.0)
+    try:
+        return {r[0]: _entry(r) for r in conn.execute(_SELECT)}
+    finally:
+        conn.close()
+
+
 class Ledger:
     """ema_alpha: weight of the newest group's pass rate in the EMA (0.3 follows a policy that moves)."""
 
@@ -111,14 +128,11 @@ class Ledger:
             return cur.rowcount
 
     def get(self, prompt_id: str) -> Entry | None:
-        r = self.conn.execute("SELECT prompt_id, attempts, passes, ema, streak, last_step, retired, retired_at "
-                              "FROM prompts WHERE prompt_id = ?", (prompt_id,)).fetchone()
-        return None if r is None else Entry(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7])
+        r = self.conn.execute(_SELECT + " WHERE prompt_id = ?", (prompt_id,)).fetchone()
+        return None if r is None else _entry(r)
 
     def entries(self, prompt_ids: Sequence[str] | None = None) -> dict[str, Entry]:
-        cur = self.conn.execute("SELECT prompt_id, attempts, passes, ema, streak, last_step, retired, retired_at "
-                                "FROM prompts")
-        out = {r[0]: Entry(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7]) for r in cur}
+        out = {r[0]: _entry(r) for r in self.conn.execute(_SELECT)}
         if prompt_ids is not None:
             wanted = set(prompt_ids)
             out = {k: v for k, v in out.items() if k in wanted}

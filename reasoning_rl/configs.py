@@ -401,7 +401,9 @@ class MonitorConfig:
                                      "the counts seen to make it unlikely by chance: a one-sided binomial test of "
                                      "this round's count (the second opinion: the window's) against the window's "
                                      "share before (the threshold), at this level. Rounds with a handful of passes "
-                                     "stay quiet; 1 = the threshold alone", min=0.0, max=1.0)
+                                     "stay quiet; the drift alerts likewise need the shift of the mean to be unlikely "
+                                     "(Welch's z on the per-sample lengths or scores, two-sided); 1 = the thresholds "
+                                     "alone", min=0.0, max=1.0)
     stop_on_alert: bool = knob(False, "stop the run at the first alert, after writing a checkpoint")
 
 

@@ -10,7 +10,7 @@ once into a plain Hugging Face folder: safetensors in `model.dtype`, the tokeniz
 generation config whose end tokens include the chat model's end-of-turn token. The folder is keyed by the file's
 SHA-256 and the dtype, built under a lock and renamed into place, so every engine (hf, the worker process, vLLM,
 a served model) and every rank of a launched run loads the same files, and a second process waits for the first
-instead of converting again. Converting costs about 30 s for SmolLM2-135M; loading the converted folder about 1 s.
+instead of converting again. The conversion is paid once per file and dtype (its cost is in docs/results.md).
 
 A named model is a short name for a model that a package on the registry ships (NAMED): nothing is downloaded
 at run time; where the package is missing, the one-line error says how to install it.
@@ -144,7 +144,7 @@ def resolve(name: str, gguf_file: str = "", dtype: str = "float32", log=print) -
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process converts; the others wait, then find the folder
         if not os.path.isfile(os.path.join(out, "source.json")):
             check_gguf(path)
-            log(f"model: converting {path} to a Hugging Face folder in {out} (once; about 30 s for 135 M parameters)")
+            log(f"model: converting {path} to a Hugging Face folder in {out} (once per file and dtype)")
             _convert(path, out, dtype)
     return out
 

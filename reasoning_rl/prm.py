@@ -11,7 +11,7 @@ hash of the prompt, like the tasks.
 
 Model: the tiny Llama as `LlamaForTokenClassification` (2 labels), its transformer initialised from
 the SFT policy (it already reads arithmetic), reading the "\\n" tag after each step. Deliberately
-small (about 10 minutes on one thread); the verifier that serves it is `verifiers/prm.py`.
+small (its training time is in docs/results.md); the verifier that serves it is `verifiers/prm.py`.
 """
 from __future__ import annotations
 

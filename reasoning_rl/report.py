@@ -10,7 +10,9 @@ Pages (reasoning_rl/report_page.html draws them from the data embedded in the fi
   Rollouts        every archived sample, filterable (step, prompt, status, reward, extraction path, length,
                   truncation, free text) and paged; a sample's verdicts with the verifier's version and options hash,
                   the span the outcome verifier read highlighted; a group's samples side by side with advantages
-  Prompts         per prompt: its pass rate at each step it was sampled, a link to its samples
+  Prompts         per prompt: its pass rate at each step it was sampled and the curriculum's decision on each group
+                  (kept, or dropped by the mixed filter and why), the ledger's entry (attempts, passes, EMA, streak,
+                  retired at), and the chance the run's sampler draws it next; a link to its samples
   Re-verification the flips of `reasoning-rl reverify` per step and kind, each linked to its sample
 
 Reads what any command writes: a training run (metrics, archive, task.json, run_config.json), `eval` (archive,
@@ -20,14 +22,15 @@ a line that is not JSON) is skipped line by line and named in `Report.skipped`; 
 A multi-turn episode (grpo.environment) is shown turn by turn: the model's text, the tool's output, its time, and
 whether the program failed or the environment did.
 
-Not here: the metrics themselves (trainers/metrics.py), re-scoring (reverify.py). The ledger's curriculum decisions
-are not shown yet (the Prompts page reads pass rates from the archive).
+Not here: the metrics themselves (trainers/metrics.py), re-scoring (reverify.py). The ledger is the run's latest
+(a checkpoint's copy is not read); the draw chance is what the sampler would give now, not at each step.
 """
 from __future__ import annotations
 
 import functools
 import json
 import os
+import sqlite3
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -48,12 +51,13 @@ class Report:
     turns: dict[int, list] = field(default_factory=dict)  # sample index -> its episode's turns (multi-turn runs)
     prompts: dict[str, str] = field(default_factory=dict)  # prompt id -> prompt text
     flips: list[dict] = field(default_factory=list)
+    curriculum: dict = field(default_factory=dict)  # sampler and filter, ledger entries, each group's decision
     skipped: list[str] = field(default_factory=list)
 
     def data(self) -> dict:
         return {"run": self.run, "metrics": self.metrics, "columns": list(SAMPLE_COLUMNS), "samples": self.samples,
                 "verdicts": self.verdicts, "turns": self.turns, "prompts": self.prompts, "flips": self.flips,
-                "skipped": self.skipped}
+                "curriculum": self.curriculum, "skipped": self.skipped}
 
 
 def _jsonl(path: str, skipped: list[str]) -> list[dict]:
@@ -111,6 +115,46 @@ def _kind(run_dir: str, config: dict | None, summary: dict | None) -> str:
     return "run"
 
 
+def _curriculum(run_dir: str, config: dict | None, outcome: str, groups: dict, skipped: list[str]) -> dict:
+    """The curriculum's view of a training run: its sampler and filter (from run_config.json), each archived group's
+    decision under the run's filter (the same function the loop calls), and the ledger's entries with the chance
+    the sampler draws each prompt next. Empty for a run without a ledger (eval, DPO)."""
+    from curricula import FILTERS, make_sampler, read_entries
+    from .types import Group, Sample, Verdict
+
+    path = os.path.join(run_dir, "ledger.sqlite")
+    if not config or not os.path.exists(path):
+        return {}
+    rl = (config.get("config") or {}).get(config.get("algorithm", ""), {})
+    out = {"sampler": rl.get("sampler", "uniform"), "filter_mixed": bool(rl.get("filter_mixed", False)),
+           "retire_after": rl.get("retire_after", 0), "groups": {}, "ledger": {}}
+    for (step, pid), drawn in groups.items():
+        decisions = []
+        for verdicts in drawn:
+            g = Group(pid, "", {}, [Sample("", verdicts={outcome: Verdict(st, sc)}) for st, sc in verdicts])
+            d = FILTERS.get("mixed")(g, outcome)
+            decisions.append("kept" if d.keep or not out["filter_mixed"] else f"dropped: {d.reason}")
+        out["groups"].setdefault(pid, {})[step] = decisions
+    try:
+        entries = read_entries(path)
+    except sqlite3.Error as e:
+        skipped.append(f"ledger.sqlite: not readable ({e}); no ledger on the Prompts page")
+        return out
+    if entries:
+        class _Read:  # the sampler reads entries() only
+            def entries(self):
+                return entries
+        ids = sorted(set(entries) | {pid for _, pid in groups})
+        try:
+            probs = make_sampler(out["sampler"], ids, G=int(rl.get("group_size", 2)), ledger=_Read()).probabilities()
+        except ValueError:  # every prompt retired
+            probs = {}
+        out["ledger"] = {pid: {"attempts": e.attempts, "passes": e.passes, "ema": e.ema, "streak": e.streak,
+                               "retired_at": e.retired_at if e.retired else None, "p_draw": probs.get(pid)}
+                         for pid, e in entries.items()}
+    return out
+
+
 def build_report(run_dir: str) -> Report:
     """Everything the page shows, read from `run_dir`; UserError when it holds nothing a report can show."""
     from .trainers.monitors import pass_category
@@ -134,6 +178,7 @@ def build_report(run_dir: str) -> Report:
         rep.metrics = _jsonl(path("metrics.jsonl"), sk)
     else:
         sk.append("metrics.jsonl: missing (no curves)")
+    groups: dict[tuple[int, str], list] = {}  # (step, prompt) -> each group drawn: its samples' outcome verdicts
     if os.path.exists(path("archive.jsonl")):
         for r in _jsonl(path("archive.jsonl"), sk):
             try:
@@ -150,6 +195,11 @@ def build_report(run_dir: str) -> Report:
                                     path_kind, int(r.get("n_tokens", 0)), r.get("finish_reason") == "length", text,
                                     _highlight(outcome, text) if out and outcome else None])
                 rep.verdicts.append({k: [x["status"], x["score"], x.get("detail", "")] for k, x in v.items()})
+                if out:  # a refill may draw the same prompt again in a step: a new group starts at index 0
+                    drawn = groups.setdefault((int(r["step"]), str(r["prompt_id"])), [])
+                    if not drawn or int(r.get("index", 0)) == 0:
+                        drawn.append([])
+                    drawn[-1].append((out["status"], out["score"]))
                 if r.get("turns"):  # an episode: each turn's model text, tool call, observation, timings
                     rep.turns[len(rep.samples) - 1] = [{k: t.get(k) for k in ("model", "observation", "tool_s",
                                                                                 "program_error", "tokens")}
@@ -162,6 +212,7 @@ def build_report(run_dir: str) -> Report:
     if os.path.exists(path(os.path.join("reverify", "flips.jsonl"))):
         rep.flips = [{k: f.get(k) for k in ("step", "prompt_id", "index", "verifier", "flip", "old", "new")}
                      for f in _jsonl(path(os.path.join("reverify", "flips.jsonl")), sk)]
+    rep.curriculum = _curriculum(run_dir, config, outcome, groups, sk)
     if not rep.metrics and not rep.samples:
         raise UserError(f"report: {run_dir!r} holds neither metrics.jsonl nor archive.jsonl (not a run directory)")
     return rep

@@ -8,7 +8,7 @@ import verifiers
 from reasoning_rl import config
 from reasoning_rl.configs import Config, MonitorConfig
 from reasoning_rl.task import Task
-from reasoning_rl.trainers.monitors import Monitors, binomial_tail, pass_category
+from reasoning_rl.trainers.monitors import Monitors, binomial_tail, mean_shift_p, pass_category
 from reasoning_rl.types import Group, Sample
 
 from .conftest import PY, ROOT, run_env
@@ -135,10 +135,62 @@ def test_length_drift_without_outcome_change_is_flagged():
     task = _task()
     r = verifiers.Reward.single("math")
     mon = Monitors(MonitorConfig(window=2, drift_max=0.5), task, r)
+    pad = {1: 0, 2: 0, 3: 40}  # characters (one token each) added to every completion: mean length about x3
     for step, length in ((1, 10.0), (2, 10.0), (3, 30.0)):
-        m = mon.observe(step, _round(task, r, lambda a: [a, "no"]), {"completions/mean_length": length})
+        m = mon.observe(step, _round(task, r, lambda a: [a + " " * pad[step], "no" + "." * pad[step]]),
+                        {"completions/mean_length": length})
     assert m["monitor/length_drift"] == pytest.approx(2.0)
     assert any("length_drift" in a for a in mon.pop_alerts())
+
+
+def _drift_alerts(rows, p_value_max=0.01):
+    """Length alerts after the mean completion length grows from a few tokens to 20 more, pass rate 0.5."""
+    task, r = _task(), verifiers.Reward.single("math")
+    mon = Monitors(MonitorConfig(window=2, drift_max=0.5, p_value_max=p_value_max), task, r)
+    for step, extra in ((1, ""), (2, ""), (3, " " * 20)):
+        mon.observe(step, _round(task, r, lambda a: [a + extra, "no"], rows=rows), {})
+    return [a for a in mon.pop_alerts() if "length_drift" in a]
+
+
+def test_length_drift_in_a_small_round_is_no_evidence_and_in_a_large_one_is():
+    """Two samples a round (a completion and a two-token refusal): the mean moves by 10 tokens but the spread within
+    the round is as large (p = 0.32), so it stays quiet; the same shift over 80 samples a round alerts. With p_value_max 1 (the
+    threshold alone) the small round alerts too."""
+    assert _drift_alerts(rows=1) == []
+    assert len(_drift_alerts(rows=1, p_value_max=1.0)) == 1
+    assert len(_drift_alerts(rows=40)) == 1
+
+
+def test_a_format_term_drifting_in_a_small_round_is_quiet_and_in_a_large_one_alerts():
+    """The boxed term's mean goes 0 -> 0.5 while the math pass rate stays 0.5: one boxed completion of two is no
+    evidence (p = 0.32), forty of eighty is."""
+    task = _task()
+    r = verifiers.Reward((verifiers.Term("math"), verifiers.Term("boxed", 0.1)), "math")
+
+    def alerts(rows):
+        mon = Monitors(MonitorConfig(window=2, drift_max=0.4), task, r)
+        for step, form in ((1, "{}"), (2, "{}"), (3, "\\boxed{{{}}}")):
+            m = {"reward/term/boxed": 0.5 if step == 3 else 0.0}
+            mon.observe(step, _round(task, r, lambda a: [form.format(a), "no"], rows=rows), m)
+        return [a for a in mon.pop_alerts() if "term_drift/boxed" in a]
+
+    assert alerts(rows=1) == []
+    assert len(alerts(rows=40)) == 1
+
+
+# (now, then, p): two rounds' (n, mean, variance); p of a mean shift this large by chance, two-sided normal tail
+SHIFTS = [
+    ((10, 5.0, 4.0), (10, 5.0, 4.0), 1.0),                 # no shift
+    ((100, 6.0, 25.0), (100, 5.0, 25.0), 0.1572992),       # z = 1 / sqrt(0.5) = 1.414
+    ((2, 16.0, 392.0), (2, 6.0, 32.0), 0.4922070),         # z = 10 / sqrt(212) = 0.687
+    ((5, 3.0, 0.0), (5, 2.0, 0.0), 0.0),                   # two rounds without spread that differ: certain
+    ((0, 0.0, 0.0), (5, 2.0, 1.0), 1.0),                   # an empty round: no evidence
+]
+
+
+@pytest.mark.parametrize("now,then,p", SHIFTS)
+def test_mean_shift_p(now, then, p):
+    assert mean_shift_p(now, then) == pytest.approx(p, rel=1e-6, abs=1e-12)
 
 
 RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2", "grpo.prompts_per_step=4",

@@ -86,6 +86,58 @@ def test_a_damaged_run_says_what_it_skipped_and_shows_the_rest(run_dir, tmp_path
         build_report(str(empty))
 
 
+def test_the_prompts_page_has_the_ledger_and_each_groups_decision(run_dir):
+    """The run's ledger as the page reads it: attempts are the archive's scored samples per prompt; with the mixed
+    filter off every group was kept; the chances of the next draw sum to one over the prompts the sampler knows."""
+    from curricula import Ledger
+
+    cur = build_report(str(run_dir)).curriculum
+    assert cur["sampler"] == "mixed_band" and cur["filter_mixed"] is False
+    archive = _lines(run_dir / "archive.jsonl")
+    with Ledger(run_dir / "ledger.sqlite") as led:
+        entries = led.entries()
+    assert set(cur["ledger"]) == set(entries) == {line["prompt_id"] for line in archive}
+    for pid, e in entries.items():
+        scored = [x["verdicts"]["math"]["score"] for x in archive if x["prompt_id"] == pid
+                  and x["verdicts"]["math"]["score"] is not None]
+        assert (cur["ledger"][pid]["attempts"], cur["ledger"][pid]["passes"]) == (e.attempts, e.passes) \
+            == (len(scored), sum(v == 1.0 for v in scored))
+    assert {d for steps in cur["groups"].values() for ds in steps.values() for d in ds} == {"kept"}
+    # one decision per group drawn: four prompts a step, group size 4
+    assert sum(len(ds) for steps in cur["groups"].values() for ds in steps.values()) == len(archive) // 4
+    assert sum(e["p_draw"] for e in cur["ledger"].values()) == pytest.approx(1.0)
+
+
+def test_the_curriculum_decisions_of_a_filtered_run_with_retirement(tmp_path):
+    """Written here: three prompts' groups under the mixed filter and retirement after one all-pass group. Each
+    group's decision is the filter's, the solved prompt is retired and never drawn, the rest share the draw."""
+    from curricula import Ledger
+    from reasoning_rl.report import _curriculum
+    from reasoning_rl.types import Group, Sample, Verdict
+
+    outcomes = {"a": [True, False], "b": [False, False], "c": [True, True]}  # mixed, all fail, all pass
+    with Ledger(tmp_path / "ledger.sqlite") as led:
+        led.update([Group(pid, "", {}, [Sample("", verdicts={"math": Verdict.correct() if o else Verdict.incorrect()})
+                                        for o in os]) for pid, os in outcomes.items()], "math", 1, retire_after=1)
+    groups = {(1, pid): [[("correct", 1.0) if o else ("incorrect", 0.0) for o in os]] for pid, os in outcomes.items()}
+    cfg = {"algorithm": "grpo", "config": {"grpo": {"sampler": "uniform", "filter_mixed": True, "retire_after": 1,
+                                                    "group_size": 2}}}
+    skipped = []
+    cur = _curriculum(str(tmp_path), cfg, "math", groups, skipped)
+    assert skipped == []
+    assert {pid: steps[1] for pid, steps in cur["groups"].items()} == {
+        "a": ["kept"], "b": ["dropped: all fail"], "c": ["dropped: all pass"]}
+    assert cur["ledger"]["c"]["retired_at"] == 1 and cur["ledger"]["c"]["p_draw"] == 0.0
+    assert cur["ledger"]["a"]["p_draw"] == cur["ledger"]["b"]["p_draw"] == 0.5
+    (tmp_path / "ledger.sqlite").write_bytes(b"not a database at all" * 100)
+    for suffix in ("-wal", "-shm"):
+        if (tmp_path / f"ledger.sqlite{suffix}").exists():
+            (tmp_path / f"ledger.sqlite{suffix}").unlink()
+    cur = _curriculum(str(tmp_path), cfg, "math", groups, skipped)
+    assert cur["ledger"] == {} and cur["groups"]["b"][1] == ["dropped: all fail"]
+    assert len(skipped) == 1 and skipped[0].startswith("ledger.sqlite: not readable")
+
+
 def test_an_eval_directory_is_a_report_too(tmp_path):
     """`reasoning-rl eval` writes an archive, task.json and summary.json, no metrics: its samples are the report."""
     from reasoning_rl.cli import main
@@ -215,6 +267,13 @@ def test_the_report_in_a_headless_browser(run_dir, browser, tmp_path):
     assert d.find_elements(By.CSS_SELECTOR, "#flip-table tr") and "flips" in d.find_element(By.ID, "flip-summary").text
     d.find_element(By.ID, "tab-prompts").click()
     assert len(d.find_elements(By.CSS_SELECTOR, "#prompt-table tr")) == len({r[COL["prompt_id"]] for r in rep.samples})
+    # the curriculum: the ledger's entry and the next draw's chance beside each prompt, each group's decision
+    pid, e = next(iter(rep.curriculum["ledger"].items()))
+    row = next(tr for tr in d.find_elements(By.CSS_SELECTOR, "#prompt-table tr") if tr.text.startswith(pid))
+    assert row.find_element(By.CSS_SELECTOR, "td.ledger").text.startswith(f"{e['passes']}/{e['attempts']} passed")
+    assert row.find_element(By.CSS_SELECTOR, "td.draw").text == f"{100 * e['p_draw']:.2f}%"
+    assert "(kept)" in row.find_element(By.CSS_SELECTOR, "td.decisions").text
+    assert "sampler mixed_band" in d.find_element(By.ID, "curriculum-summary").text
     assert [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
     for shot in ("overview.png", "rollouts.png"):  # screenshots are not blank
         from PIL import Image

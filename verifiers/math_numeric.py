@@ -75,8 +75,8 @@ def _evaluate(expr, point: dict, symbols):
 
 
 def _compile(expr, symbols):
-    """point -> 30-digit complex value (or None): an mpmath function compiled once per expression, which is
-    ~20x faster than evalf at each point; evalf is the fallback when lambdify cannot translate the expression."""
+    """point -> 30-digit complex value (or None): an mpmath function compiled once per expression, far cheaper
+    than evalf at each point; evalf is the fallback when lambdify cannot translate the expression."""
     import sympy as sp
 
     mp = _mp()

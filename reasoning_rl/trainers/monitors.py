@@ -19,7 +19,8 @@ Each monitor is a metric per round and an alert when it crosses its threshold (t
                        its own mean over the `window` rounds before
     shape drift        monitor/length_drift: the relative change of the mean completion length over the window, and
                        monitor/term_drift/<term> for the other reward terms, alerting when they move while the
-                       outcome's pass rate does not
+                       outcome's pass rate does not, and the shift of the mean is unlikely by chance (Welch's z on the
+                       two rounds' per-sample values, two-sided, below `p_value_max`)
 
 Counts, not only shares: an alert on a share also needs the count behind it to be unlikely under the share
 before (`binomial_tail` below `p_value_max`: this round's k of n against the window's pooled share, smoothed by
@@ -61,6 +62,25 @@ def binomial_tail(k: int, n: int, p: float) -> float:
 def _unlikely(k: int, n: int, k0: int, n0: int, p_max: float) -> bool:
     """k of n is unlikely (one-sided, at p_max) under the share before, k0 of n0 smoothed: (k0 + 1) / (n0 + 2)."""
     return binomial_tail(k, n, (k0 + 1) / (n0 + 2)) < p_max
+
+
+def _stats(xs: list[float]) -> tuple[int, float, float]:
+    """(n, mean, sample variance) of a round's values."""
+    n = len(xs)
+    mean = sum(xs) / max(1, n)
+    return n, mean, sum((x - mean) ** 2 for x in xs) / max(1, n - 1)
+
+
+def mean_shift_p(now, then) -> float:
+    """Two-sided p of a difference of two rounds' means this large by chance (Welch's z on (n, mean, var) pairs,
+    normal tail); 1.0 when either round is empty, 0.0 for a shift between two rounds without spread."""
+    (n1, m1, v1), (n0, m0, v0) = now, then
+    if n1 == 0 or n0 == 0:
+        return 1.0
+    se = math.sqrt(v1 / n1 + v0 / n0)
+    if se == 0.0:
+        return 0.0 if m1 != m0 else 1.0
+    return math.erfc(abs(m1 - m0) / se / math.sqrt(2.0))
 
 
 def pass_category(detail: str) -> str:
@@ -122,13 +142,19 @@ class Monitors:
         passes = [(g, s) for g, s in samples if s.outcome(outcome)]
         if self.cfg.second_opinion and passes:
             out.update(self._second_opinion(passes, pool))
+        lengths = _stats([float(len(s.token_ids)) for _, s in samples])
         now = {"cat": Counter(pass_category(s.verdicts[outcome].detail) for _, s in passes),
                "n_pass": len(passes),
                "masked": Counter(s.verdicts[outcome].status.value for _, s in samples if s.verdicts[outcome].masked),
-               "n": len(samples), "length": m.get("completions/mean_length", 0.0),
+               "n": len(samples), "length": m.get("completions/mean_length", lengths[1]),
                "pass_rate": len(passes) / max(1, sum(s.outcome(outcome) is not None for _, s in samples)),
                "terms": {t.verifier: m[f"reward/term/{t.verifier}"] for t in self.reward.terms
-                         if t.verifier != outcome and f"reward/term/{t.verifier}" in m}}
+                         if t.verifier != outcome and f"reward/term/{t.verifier}" in m},
+               # the per-sample spread behind the two means above, for the drift monitors' test of chance
+               "length_stats": lengths,
+               "term_stats": {t.verifier: _stats([s.verdicts[t.verifier].score for _, s in samples
+                                                  if t.verifier in s.verdicts and not s.verdicts[t.verifier].masked])
+                              for t in self.reward.terms if t.verifier != outcome}}
         out.update(self._shares(now))
         out.update(self._drift(now))
         self.rounds.append(now)
@@ -190,17 +216,26 @@ class Monitors:
         steady = abs(now["pass_rate"] - then["pass_rate"]) < 0.05
         drift = abs(now["length"] - then["length"]) / max(1.0, then["length"])
         out = {"monitor/length_drift": drift}
-        self._check("length_drift", drift > self.cfg.drift_max and steady,
+        p = self._shift_p(now.get("length_stats"), then.get("length_stats"))
+        self._check("length_drift", drift > self.cfg.drift_max and steady and p < self.cfg.p_value_max,
                     f"monitor/length_drift: mean length {then['length']:.1f} -> {now['length']:.1f} tokens while the "
-                    f"pass rate stayed at {now['pass_rate']:.2f}")
+                    f"pass rate stayed at {now['pass_rate']:.2f} (p = {p:.2g})")
         for term, v in now["terms"].items():
             if term in then["terms"]:
                 d = v - then["terms"][term]
                 out[f"monitor/term_drift/{term}"] = d
-                self._check(f"term_drift/{term}", abs(d) > self.cfg.drift_max and steady,
+                p = self._shift_p(now.get("term_stats", {}).get(term), then.get("term_stats", {}).get(term))
+                self._check(f"term_drift/{term}", abs(d) > self.cfg.drift_max and steady and p < self.cfg.p_value_max,
                             f"monitor/term_drift/{term}: {then['terms'][term]:.2f} -> {v:.2f} while the pass rate "
-                            f"stayed at {now['pass_rate']:.2f}")
+                            f"stayed at {now['pass_rate']:.2f} (p = {p:.2g})")
         return out
+
+    def _shift_p(self, now, then) -> float:
+        """p of a mean shift between two rounds; 0.0 (the threshold alone decides) where a round kept no spread (one
+        from a checkpoint written before the spread was kept) or p_value_max is 1."""
+        if now is None or then is None or self.cfg.p_value_max >= 1.0:
+            return 0.0
+        return mean_shift_p(tuple(now), tuple(then))
 
     # ------------------------------------------------------------ at each held-out evaluation
     def heldout(self, m: dict, n: int) -> dict[str, float]:
