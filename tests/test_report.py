@@ -284,6 +284,28 @@ def test_the_report_in_a_headless_browser(run_dir, browser, tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_a_run_whose_engine_is_not_the_trainer_shows_its_mismatch_and_correction(tmp_path, browser):
+    """The worker engine samples in another process, so the run logs the engine-vs-trainer mismatch KL and the
+    rollout correction's weights: the page draws each of them from metrics.jsonl, point for point."""
+    from selenium.webdriver.common.by import By
+
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    out = tmp_path / "worker"
+    train_grpo(config.load(Config, overrides=RUN + ["grpo.engine=worker", "grpo.steps=2", f"output_dir={out}"]),
+               log=lambda *_: None)
+    metrics = _lines(out / "metrics.jsonl")
+    keys = ("rollout/mismatch_kl", "rollout/is_weight_mean", "rollout/is_weight_max")
+    assert all(any(k in m for m in metrics) for k in keys), "the run logged no correction: the test proves nothing"
+    browser.get("file://" + write_report(str(out)).run["written"])
+    for k in keys:
+        dots = browser.find_elements(By.CSS_SELECTOR, f'svg[data-key="{k}"] circle')
+        assert [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in dots] == \
+            [(m["step"], m[k]) for m in metrics if k in m], k
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+
+
+@pytest.mark.timeout(300)
 def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
     """A multi-turn run (every segment answered by an observation): each sample's turns are in the page, and the
     detail shows the model's text and the tool's output turn by turn."""
