@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -342,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         _exiting(argv)
-        print(f"reasoning-rl {command}: {e}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # under a launcher every rank stops; rank 0 says where
+            print(f"reasoning-rl {command}: {e}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:  # stopped at once: whatever was being written is not used (checkpoints are atomic)
         if args.debug:

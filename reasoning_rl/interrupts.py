@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -32,19 +33,25 @@ class StopRequest:
 
 
 @contextlib.contextmanager
-def stop_requests(log: Callable[[str], None], enabled: bool = True) -> Iterator[StopRequest]:
+def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_s: float = 0.0
+                  ) -> Iterator[StopRequest]:
     """Within the block, the first SIGINT or SIGTERM is recorded (and said in one log line) instead of stopping the
-    program; the second raises KeyboardInterrupt. Off the main thread, or not `enabled` (several ranks under a
-    launcher, which signals every rank itself), the handlers stay as they were."""
+    program; the second raises KeyboardInterrupt. A signal within `same_within_s` seconds of the first counts as
+    the same one: under a launcher a terminal's Ctrl-C reaches each rank twice, once from the terminal and once
+    forwarded by the launcher. Off the main thread, or not `enabled`, the handlers stay as they were."""
     request = StopRequest()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield request
         return
+    first = [0.0]
 
     def handler(signum, frame) -> None:
         if request.signal is not None:
+            if time.monotonic() - first[0] < same_within_s:
+                return
             raise KeyboardInterrupt
         request.signal = signal.Signals(signum).name
+        first[0] = time.monotonic()
         log(f"{request.signal}: stopping after the round in progress, with a checkpoint (again to stop at once)")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}

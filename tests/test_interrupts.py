@@ -169,3 +169,57 @@ def test_resume_says_which_changes_keep_the_trajectory(change, expected):
     kept, broken = resume_changes(saved, now, "grpo")
     assert (kept, broken) != ([], [])
     assert (broken == []) == (expected == "kept"), (kept, broken)
+
+
+@pytest.mark.slow  # accelerate launches two ranks, twice
+@pytest.mark.timeout(600)
+def test_ctrl_c_under_accelerate_launch_stops_every_rank_after_the_same_round(tmp_path):
+    """Ctrl-C in a terminal reaches the launcher and both ranks (one process group), and the launcher forwards it to
+    the ranks again: the run still stops after one round, the same on both ranks, with rank 0's checkpoint of it,
+    one line and exit status 130; one process then finishes the run with `--resume`."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from .conftest import ROOT
+
+    out = tmp_path / "run"
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    cmd = [accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate/ddp_cpu.yaml"), "-m",
+           "reasoning_rl", "train", "grpo"]
+    for o in ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=30", "grpo.prompts_per_step=6",
+              "grpo.group_size=4", "grpo.filter_mixed=false", "grpo.sampler=uniform", "grpo.eval_every=0",
+              "grpo.eval_at_start=false", "grpo.eval_at_end=false", "grpo.checkpoint_every=0",
+              "grpo.verifier_workers=1", "grpo.train_prompts=64", f"output_dir={out}"]:
+        cmd += ["--set", o]
+    env = run_env(OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's foreground job
+    try:
+        deadline = time.monotonic() + 300
+        while not ((out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does
+        stdout, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    said = [x for x in err.splitlines() if x.startswith("reasoning-rl train grpo:")]
+    assert len(said) == 1 and said[0].startswith("reasoning-rl train grpo: stopped by SIGINT") and "--resume" in said[0]
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, steps[-1] + 1)) and steps[-1] < 30
+    assert torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"] == steps[-1]
+    assert _leftovers(out) == [] and not (out / "final").exists()
+    # resuming under the launcher is refused in one line (each rank's random state is not checkpointed) ...
+    r = subprocess.run(cmd + ["--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=500)
+    assert r.returncode != 0 and "resume it with one process" in r.stderr
+    assert not any("Traceback" in x for x in r.stderr.splitlines() if x.startswith("[rank"))
+    # ... and one process finishes the run from the launched run's checkpoint
+    r = subprocess.run([PY, "-m"] + cmd[cmd.index("reasoning_rl"):] + ["--resume"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == list(range(1, 31))
+    assert (out / "final" / "config.json").exists()

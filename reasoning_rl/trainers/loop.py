@@ -163,11 +163,11 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
     if ranks.world > 1 and rl.max_staleness:
-        raise ValueError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
+        raise UserError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
                          "set it to 0 under a launcher")
     if ranks.world > 1 and resume:
-        raise ValueError(f"train {algo.name} --resume: resuming a multi-process run is not supported yet; "
-                         "resume it with one process")
+        raise UserError(f"train {algo.name} --resume: resuming under a launcher is not supported yet (each rank's "
+                        "random state is not checkpointed); resume it with one process")
     prompts_here = ranks.share(rl.prompts_per_step, f"{algo.name}.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
@@ -376,11 +376,15 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         for a in alerts:
             run.log(f"ALERT step {step}: {a}")
         on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
-        if run.ranks.main and (on_alert or stop.signal or rl.checkpoint_every and step % rl.checkpoint_every == 0):
+        # every rank stops after the same round: a signal seen by any rank (a launcher may reach only some) counts
+        stopping = bool(run.ranks.max(int(stop.signal is not None))) if run.ranks.world > 1 else bool(stop.signal)
+        if run.ranks.main and (on_alert or stopping or rl.checkpoint_every and step % rl.checkpoint_every == 0):
             _checkpoint(run, step)
-        if stop.signal and step < rl.steps:
-            raise Interrupted(f"stopped by {stop.signal} after step {step} of {rl.steps}; checkpoint in "
-                              f"{run.path(checkpoint.NAME)}; continue with --resume --set output_dir={run.cfg.output_dir}")
+        if stopping and step < rl.steps:
+            run.ranks.barrier()  # no rank leaves while rank 0 writes the checkpoint (a launcher would stop it)
+            raise Interrupted(f"stopped by {stop.signal or 'a signal to another rank'} after step {step} of "
+                              f"{rl.steps}; checkpoint in {run.path(checkpoint.NAME)}; continue with --resume --set "
+                              f"output_dir={run.cfg.output_dir}")
         if on_alert:
             run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
             break
@@ -399,7 +403,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         log(f"run directory: {cfg.output_dir}")
     run = _setup(cfg, algo, log, resume, resume_changed)
     try:
-        with stop_requests(run.log, enabled=run.ranks.world == 1) as stop:
+        with stop_requests(run.log, same_within_s=1.0 if run.ranks.world > 1 else 0.0) as stop:
             first = _start(run, algo, resume)
             if run.pipeline is not None:
                 run.pipeline.prime(first, run.rl.steps, first - 1, run.model, run.ledger.entries())
