@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/monitor_alarms.py RUN_DIR [RUN_DIR ...] [--second-opinion exact] [--window 4]
         [--disagreement-max 0.2] [--p-value-max 1 0.01]
+    .venv/bin/python bench/monitor_alarms.py --fixture tests/fixtures/smollm2_word_problems.jsonl
+
+--fixture: the honest real-model run kept as the labelled corpus (SmolLM2-135M-Instruct, 24 rounds of 4 prompts
+x 8 samples; each row's id is step/prompt/index) is rebuilt into a run directory (the `math` verifier's verdicts
+now, lengths counted by the model's tokenizer) and replayed like any other run.
 
 Each run's rounds are rebuilt from its `archive.jsonl` (every verified sample, by step) and `metrics.jsonl`
 (the round's mean length, reward and terms), and fed to `Monitors.observe` in order, once per `--p-value-max`
@@ -16,6 +21,7 @@ replayed (the reward vs held-out monitor already carries its own noise model).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -41,7 +47,19 @@ def rounds(run_dir: str):
     """(step, groups, metrics) of every round in the run, in order."""
     from reasoning_rl.archive import read_archive_rounds
 
-    by_step = read_archive_rounds(os.path.join(run_dir, "archive.jsonl"))
+    path = os.path.join(run_dir, "archive.jsonl")
+    by_step = read_archive_rounds(path)
+    # the archive keeps a completion's token count, not its ids; the length monitor needs only their number
+    n_tokens = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                n_tokens[(int(r["step"]), str(r["prompt_id"]), int(r.get("index", 0)))] = int(r.get("n_tokens", 0))
+    by_step = {step: [dataclasses.replace(g, samples=[dataclasses.replace(s, token_ids=(0,) * n_tokens[(step,
+                                                                                                         g.prompt_id, i)])
+                                                      for i, s in enumerate(g.samples)]) for g in groups]
+               for step, groups in by_step.items()}
     metrics = {}
     with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
         for line in f:
@@ -74,6 +92,38 @@ def replay(run_dir: str, p_value_max: float, second_opinion: str, window: int, d
             "alerts_by_monitor": dict(_count(a.split(":")[0] for _, a in alerts)), "examples": alerts[:3]}
 
 
+def fixture_run(path: str, out: str) -> str:
+    """A run directory (archive, metrics, task.json) rebuilt from the labelled real-model corpus."""
+    import verifiers
+    from transformers import AutoTokenizer
+
+    from reasoning_rl.model_sources import resolve
+
+    rows = [json.loads(x) for x in open(path, encoding="utf-8") if x.strip()]
+    tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct", log=lambda *_: None))
+    reward = verifiers.Reward.single("math")
+    verdicts = reward.verify([r["prediction"] for r in rows], [r["gold"] for r in rows], [r["prompt"] for r in rows])
+    os.makedirs(out, exist_ok=True)
+    by_step = defaultdict(list)
+    with open(os.path.join(out, "archive.jsonl"), "w", encoding="utf-8") as f:
+        for r, v in zip(rows, verdicts):
+            step, pid, index = r["id"].split("/")
+            n = len(tok(r["prediction"], add_special_tokens=False)["input_ids"])
+            by_step[int(step)].append(n)
+            f.write(json.dumps({"step": int(step), "prompt_id": pid, "prompt": r["prompt"], "index": int(index),
+                                "task": {"reference": r["gold"]}, "text": r["prediction"], "n_tokens": n,
+                                "finish_reason": r["finish_reason"],
+                                "verdicts": {k: {"status": x.status.value, "score": x.score, "detail": x.detail}
+                                             for k, x in v.items()}}) + "\n")
+    with open(os.path.join(out, "metrics.jsonl"), "w", encoding="utf-8") as f:
+        for step, ns in sorted(by_step.items()):
+            f.write(json.dumps({"step": step, "completions/mean_length": sum(ns) / len(ns)}) + "\n")
+    with open(os.path.join(out, "task.json"), "w", encoding="utf-8") as f:
+        json.dump({"terms": [{"verifier": "math", "weight": 1.0, "options": {}}], "outcome": "math",
+                   "checked": "completion"}, f)
+    return out
+
+
 def _count(xs):
     out = defaultdict(int)
     for x in xs:
@@ -83,7 +133,9 @@ def _count(xs):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+")
+    ap.add_argument("runs", nargs="*")
+    ap.add_argument("--fixture", default="", help="replay the labelled real-model corpus (rebuilt into a temporary "
+                                                  "run directory) besides any RUN_DIR")
     ap.add_argument("--second-opinion", default="")
     ap.add_argument("--window", type=int, default=4)
     ap.add_argument("--disagreement-max", type=float, default=0.2)
@@ -92,6 +144,10 @@ def main() -> None:
     import verifiers
 
     out = {}
+    if a.fixture:
+        import tempfile
+
+        a.runs.append(fixture_run(a.fixture, os.path.join(tempfile.mkdtemp(prefix="monitor-fixture-"), "run")))
     with verifiers.VerifierPool(num_workers=2) as pool:
         for run in a.runs:
             for p in a.p_value_max:
