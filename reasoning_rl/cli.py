@@ -136,6 +136,10 @@ def cmd_demo(args) -> int:
                             "train your own model with `reasoning-rl train grpo --set model.name_or_path=...`")
         args.overrides = [*REAL_DEMOS[args.model], *args.overrides]
     cfg = load_config(args)
+    for knob in ("eval_at_start", "eval_at_end"):  # the demo is held-out accuracy before and after
+        if not getattr(cfg.grpo, knob):
+            raise UserError(f"demo: grpo.{knob}: value false leaves the demo nothing to report (it measures held-out "
+                            "accuracy before and after); use `reasoning-rl train grpo` for a run without it")
     check_model(cfg)
     cfg = claim_output_dir(cfg, args, "demo")
     (run_real_demo if args.model else run_demo)(cfg)

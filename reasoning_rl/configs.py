@@ -317,6 +317,11 @@ class GRPOConfig(RLConfig):
                                         "together; an episode reaching it is truncated (finish 'length') and ends",
                                    min=1)
     tool_wall_s: float = knob(5.0, "with environment python: wall and CPU seconds of each tool call", min=0.1)
+    tool_format: Literal["text", "chat"] = knob(
+        "text", "with environment: how an observation joins the episode. text: appended to the model's turn as it "
+                "is (any model); chat: the model ends its turn, the observation comes as the chat template's tool "
+                "message followed by the next assistant header (needs the chat template), and each episode's ids "
+                "are checked against apply_chat_template of the whole conversation (tools/template_mismatch)")
 
     SECTION: ClassVar[str] = "grpo"
 

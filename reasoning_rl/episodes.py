@@ -36,14 +36,16 @@ from .types import Sample
 
 @dataclass(frozen=True)
 class EpisodeLimits:
+    """An episode's bounds, and how its observations join it (`tool_format`: "text" or "chat")."""
     max_turns: int = 4  # model segments
     max_tool_calls: int = 3
     max_episode_tokens: int = 512  # tokens after the prompt: model and observation tokens together
+    tool_format: str = "text"
 
     @classmethod
     def of(cls, rl) -> "EpisodeLimits":
         """The limits a run's `grpo` section sets."""
-        return cls(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens)
+        return cls(rl.max_turns, rl.max_tool_calls, rl.max_episode_tokens, rl.tool_format)
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Episode:
     truncated: bool = False
     failure: str = ""
     state: Any = None
+    conv: list = field(default_factory=list)  # tool_format chat: the messages so far (the row's, then each turn's)
 
     def sample(self) -> Sample:
         return Sample("".join(self.texts), tuple(self.ids), tuple(self.logprobs),
@@ -82,17 +85,53 @@ def _cut(tok, ids: list[int], end_char: int) -> int:
     return len(ids)
 
 
+def _template_ids(tok, messages: list) -> list[int]:
+    out = tok.apply_chat_template(messages, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+def _chat_observation(tok, e: Episode, observation: str) -> str:
+    """tool_format chat: the text that follows the model's end of turn, as the template renders a tool message after
+    the conversation so far: the rest of the assistant message's closing (ChatML's newline), the tool message, and
+    the next assistant header. Tokenized once and appended; the final check says whether the splice held."""
+    before = tok.apply_chat_template(e.conv, tokenize=False)
+    after = tok.apply_chat_template(e.conv + [{"role": "tool", "content": observation}], tokenize=False,
+                                    add_generation_prompt=True)
+    written = tok.decode(e.prompt_ids + e.ids, skip_special_tokens=False)
+    closing = before[len(written):] if before.startswith(written) else ""
+    return closing + (after[len(before):] if after.startswith(before) else after)
+
+
+def template_mismatch(tok, e: Episode) -> int | None:
+    """None when the episode's ids (prompt + every turn) are a prefix of apply_chat_template of its whole
+    conversation, token for token; else the first position where they differ (a sampled tokenization the template
+    would not produce, or a template that rewrites earlier turns)."""
+    ours, theirs = e.prompt_ids + e.ids, _template_ids(tok, e.conv)
+    for i, t in enumerate(ours):
+        if i >= len(theirs) or theirs[i] != t:
+            return i
+    return None
+
+
 def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, limits: EpisodeLimits,
                  stop_ids: Sequence[int] | None = None) -> list[Episode]:
-    """Every row's episode (row["prompt"] rendered as the prompt), all advancing together turn by turn."""
+    """Every row's episode (row["prompt"] rendered as the prompt), all advancing together turn by turn. With
+    limits.tool_format "chat" each row also carries its chat `messages` (the task keeps them when it renders with the
+    chat template); a segment is a whole assistant turn, and the observation comes as the template's tool message."""
     import torch
 
+    from .errors import UserError
     from .rollout import decode
     from .rollout.base import stop_ids as default_stops
 
+    chat = limits.tool_format == "chat"
+    if chat and any("messages" not in r for r in rows):
+        raise UserError("grpo.tool_format: value 'chat' needs prompts rendered with the chat template "
+                        "(tasks.chat_template auto with a model that has one, or on)")
     stops = list(stop_ids or default_stops(model, tok))
     # the prompt's ids as the trainer's batch makes them (trainers/grpo_batch.py: tok(prompt), special tokens and all)
-    eps = [Episode(dict(r), tok(r["prompt"])["input_ids"] or [stops[0]]) for r in rows]
+    eps = [Episode(dict(r), tok(r["prompt"])["input_ids"] or [stops[0]],
+                   conv=[dict(m) for m in r["messages"]] if chat else []) for r in rows]
     for e in eps:
         e.state = env.start(e.row)
     if sampling.seed is not None:
@@ -121,7 +160,11 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 seg_ids, seg_lp = row_ids[:n], row_lp[:n]
                 ended = n > 0 and seg_ids[-1] in stops
                 end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
-                if end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
+                if chat:  # a whole assistant turn; a call counts once the model has ended its turn
+                    end = end if ended else None
+                    e.conv.append({"role": "assistant",
+                                   "content": tok.decode(seg_ids[:-1] if ended else seg_ids, skip_special_tokens=False)})
+                elif end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
                     k = _cut(tok, seg_ids, end)
                     seg_ids, seg_lp, ended = seg_ids[:k], seg_lp[:k], False
                 text = tok.decode(seg_ids, skip_special_tokens=True)
@@ -145,7 +188,10 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 if st.failed:
                     e.done, e.reason, e.failure = True, "environment failed", st.reason
                     continue
-                obs = tok(st.observation, add_special_tokens=False)["input_ids"] if st.observation else []
+                said = _chat_observation(tok, e, st.observation) if chat else st.observation
+                if chat:
+                    e.conv.append({"role": "tool", "content": st.observation})
+                obs = tok(said, add_special_tokens=False)["input_ids"] if said else []
                 if len(e.ids) + len(obs) >= limits.max_episode_tokens:
                     e.done, e.reason, e.truncated = True, "truncated", True  # no room to answer: a truncated episode
                     continue
@@ -155,6 +201,10 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
         for e in eps:
             if not e.done:
                 e.done, e.reason = True, "max_turns"
+            if chat:  # reported, never hidden: the trained ids are the sampled ones either way
+                pos = template_mismatch(tok, e)
+                if pos is not None:
+                    e.turns[-1]["template_mismatch"] = pos
     finally:
         model.train(was_training)
         for e in eps:
@@ -175,7 +225,9 @@ class EpisodeEngine:
 
         rows = as_rows(prompts)
         eps = run_episodes(self.model, self.tokenizer, self.env,
-                           [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat)}
+                           [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat),
+                             **({"messages": r.task["messages"]} if "messages" in r.task else
+                                {"messages": [{"role": "user", "content": r.prompt}]} if sampling.chat else {})}
                             for r in rows for _ in range(n)], sampling, self.limits)
         return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
                 for k, r in enumerate(rows)]
@@ -198,6 +250,7 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
             "tools/failure_rate": sum(bool(s.error) for s in samples) / n,
             "tools/turns_per_sample": len(turns) / n,
             "tools/truncated": sum(s.truncated for s in samples) / n,
+            "tools/template_mismatch": sum(any("template_mismatch" in t for t in s.turns) for s in samples) / n,
             "time/tools": sum(t.get("tool_s", 0.0) for t in turns)}
 
 
@@ -208,7 +261,8 @@ def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], 
     never a pass), and `tool_calls` per episode."""
     from .rollout import SamplingConfig
 
-    eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"]}
+    eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"],
+                                          **({"messages": r["messages"]} if "messages" in r else {})}
                                          for i, r in enumerate(rows)],
                        SamplingConfig(temperature=0.0, max_tokens=max_tokens), limits)
     out = task.score_held_out(rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,

@@ -239,6 +239,7 @@ class Task:
         if tc.system_prompt and messages[0]["role"] != "system":
             messages.insert(0, {"role": "system", "content": tc.system_prompt})
         if self.chat:
+            row["messages"] = messages  # the conversation so far (multi-turn episodes with tool_format chat extend it)
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         if isinstance(raw, list):
             raise UserError(f"tasks.chat_template: {where} is a list of chat messages but the tokenizer has no chat "

@@ -77,6 +77,7 @@ CASES = [
     (["eval", "--set", "model.name_or_path={dir}/m.gguf", "--dataset", "{ok}"], "ends in .gguf but is not a file"),
     (["eval", "--set", "model.gguf_file=m.gguf", "--dataset", "{ok}"], "model.gguf_file: value 'm.gguf' needs"),
     (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
+    (["demo", "--set", "grpo.eval_at_end=false"], "demo: grpo.eval_at_end: value false leaves the demo nothing"),
     # runs
     (["train", "grpo", "--resume", "--set", "output_dir={dir}/no_run"], "holds no checkpoint"),
     (["train", "ppo", "--resume"], "--resume needs the run to continue"),

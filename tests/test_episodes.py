@@ -159,10 +159,10 @@ def _sampling(max_tokens=6):
     return SamplingConfig(temperature=1.0, max_tokens=max_tokens, seed=3)
 
 
-def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_token(tiny, monkeypatch):
+def _record_sampling(monkeypatch) -> list:
+    """Every turn's sampled ids, per row, as the decoder returned them (decode.sample recorded, not replaced)."""
     from reasoning_rl.rollout import decode
 
-    model, tok = tiny
     sampled = []
     real = decode.sample
 
@@ -172,6 +172,12 @@ def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_to
         return out
 
     monkeypatch.setattr(decode, "sample", recording)
+    return sampled
+
+
+def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_token(tiny, monkeypatch):
+    model, tok = tiny
+    sampled = _record_sampling(monkeypatch)
     rows = [{"prompt_id": "a", "prompt": "12+7="}, {"prompt_id": "b", "prompt": "3*4="}]
     eps = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), EpisodeLimits(max_turns=3, max_tool_calls=2,
                                                                                         max_episode_tokens=200))
@@ -356,3 +362,93 @@ def test_tool_traces_are_what_the_calculator_answers():
     base = config.load(Config)
     assert sft_cache_dir(base) == sft_cache_dir(config.load(Config, overrides=["sft.tool_fraction=0.0"]))
     assert sft_cache_dir(base) != sft_cache_dir(config.load(Config, overrides=["sft.tool_fraction=0.5"]))
+
+
+# A ChatML template in the style of Qwen's, written here: a tool message is a user turn wrapped in <tool_response>
+QWENISH = ("{% for m in messages %}{% if m['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m['content'] }}"
+           "\n</tool_response><|im_end|>\n{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}"
+           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+# ... and one that keeps only the last assistant turn's words (as templates that drop earlier reasoning do)
+FORGETFUL = ("{% for m in messages %}{% if m['role'] == 'assistant' and not loop.last %}<|im_start|>assistant\n"
+             "<|im_end|>\n{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
+             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reasoning_rl.model_sources import resolve
+
+    path = resolve("smollm2-135m-instruct", log=lambda *_: None)
+    return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.mark.slow  # the real model (converted once, about half a minute on a fresh machine) and a few greedy turns
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("template, tool_message", [
+    (None, "<|im_start|>tool\n{}<|im_end|>\n"),  # SmolLM2's own: a `tool` role turn
+    (QWENISH, "<|im_start|>user\n<tool_response>\n{}\n</tool_response><|im_end|>\n"),
+])
+def test_chat_format_episodes_are_the_templates_conversation_token_for_token(smollm2, monkeypatch, template,
+                                                                             tool_message):
+    """tool_format chat on the real model: each turn ends at the model's <|im_end|>; the observation is the
+    template's tool message and the next assistant header, tokenized once; the whole episode's ids are
+    apply_chat_template of the conversation (no mismatch reported), and the sampled ids are kept as sampled."""
+    import copy
+
+    from reasoning_rl.rollout import SamplingConfig
+
+    model, tok = smollm2
+    if template:
+        tok = copy.deepcopy(tok)
+        tok.chat_template = template
+    sampled = _record_sampling(monkeypatch)
+    messages = [{"role": "user", "content": "What is 2+2? Answer with the number only."}]
+    row = {"prompt_id": "a", "messages": messages,
+           "prompt": tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)}
+    limits = EpisodeLimits(max_turns=2, max_tool_calls=1, max_episode_tokens=200, tool_format="chat")
+    (e,) = run_episodes(model, tok, EveryTurnIsACall(), [row], SamplingConfig(temperature=0.0, max_tokens=24), limits)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    first = sampled[0][0]
+    assert first[-1] == end, "the first turn must end the model's turn for the test to mean anything"
+    obs = tok("\n" + tool_message.format(EveryTurnIsACall.OBS) + "<|im_start|>assistant\n",
+              add_special_tokens=False)["input_ids"]
+    assert e.ids == first + obs + sampled[1][0][:len(e.ids) - len(first) - len(obs)]
+    assert e.mask == [1] * len(first) + [0] * len(obs) + [1] * (len(e.ids) - len(first) - len(obs))
+    assert e.conv[1] == {"role": "assistant", "content": tok.decode(first[:-1], skip_special_tokens=False)}
+    assert e.conv[2] == {"role": "tool", "content": EveryTurnIsACall.OBS}
+    assert all("template_mismatch" not in t for t in e.turns)
+    full = tok.apply_chat_template(e.conv, tokenize=True)
+    full = list(full["input_ids"] if hasattr(full, "keys") else full)
+    assert full[:len(e.prompt_ids) + len(e.ids)] == e.prompt_ids + e.ids
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_template_that_rewrites_earlier_turns_is_reported_not_hidden(smollm2):
+    import copy
+
+    from reasoning_rl.episodes import episode_metrics
+    from reasoning_rl.rollout import SamplingConfig
+
+    model, tok = smollm2
+    tok = copy.deepcopy(tok)
+    tok.chat_template = FORGETFUL
+    messages = [{"role": "user", "content": "What is 2+2? Answer with the number only."}]
+    row = {"prompt_id": "a", "messages": messages,
+           "prompt": tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)}
+    limits = EpisodeLimits(max_turns=2, max_tool_calls=1, max_episode_tokens=200, tool_format="chat")
+    (e,) = run_episodes(model, tok, EveryTurnIsACall(), [row], SamplingConfig(temperature=0.0, max_tokens=24), limits)
+    # the first assistant turn's words are where the template and the episode part
+    assert e.turns[-1]["template_mismatch"] == len(e.prompt_ids)
+    assert episode_metrics([e.sample()])["tools/template_mismatch"] == 1.0
+
+
+def test_chat_format_needs_the_chat_messages(tiny):
+    from reasoning_rl.errors import UserError
+
+    model, tok = tiny
+    with pytest.raises(UserError, match="grpo.tool_format: value 'chat'"):
+        run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(),
+                     EpisodeLimits(tool_format="chat"))
