@@ -323,6 +323,11 @@ class GRPOConfig(RLConfig):
                 "message followed by the next assistant header (needs the chat template), and each episode's ids "
                 "are checked against apply_chat_template of the whole conversation (tools/template_mismatch)")
 
+    void_turns: Literal["keep", "filter"] = knob(
+        "keep", "with environment: an episode that ends on a void turn (no tool call, and no answer the outcome "
+                "verifier can read) stays in the loss (keep) or is left out of it, its group's advantages "
+                "unchanged (filter; SimpleTIR's trajectory filter). tools/void counts them either way")
+
     SECTION: ClassVar[str] = "grpo"
 
     def __post_init__(self) -> None:

@@ -114,6 +114,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("tools/failure_rate", "fraction", "grpo", "episodes whose environment itself failed (masked ERROR)"),
     Metric("tools/turns_per_sample", "turns", "grpo", "model segments per episode"),
     Metric("tools/truncated", "fraction", "grpo", "episodes that reached grpo.max_episode_tokens (finish 'length')"),
+    Metric("tools/void", "fraction", "grpo", "episodes of the batch that ended on a void turn (no tool call, no "
+                                             "answer the outcome verifier read); left out of the loss with "
+                                             "grpo.void_turns filter"),
     Metric("tools/template_mismatch", "fraction", "grpo", "episodes whose ids are not apply_chat_template of their "
                                                           "whole conversation (grpo.tool_format chat; the archive's "
                                                           "last turn gives the first differing position)"),

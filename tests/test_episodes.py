@@ -452,3 +452,30 @@ def test_chat_format_needs_the_chat_messages(tiny):
     with pytest.raises(UserError, match="grpo.tool_format: value 'chat'"):
         run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(),
                      EpisodeLimits(tool_format="chat"))
+
+
+def test_void_turns_are_counted_and_filtered_from_the_loss_only_when_asked(tiny):
+    """(last turn, outcome status, void?) for episodes; a single-turn sample is never void. With void_turns filter a
+    void episode leaves the batch, and the others keep the advantages they had with it in the group."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers.grpo_batch import is_void, make_batch
+    from reasoning_rl.types import Group, Sample, Verdict
+
+    _, tok = tiny
+    cases = [({"model": "so 4", "call": ""}, Verdict.correct(), False),            # an answer
+             ({"model": "```python\nprint(2)\n```", "call": "print(2)"}, Verdict.incorrect(), False),  # a call
+             ({"model": "hmm", "call": ""}, Verdict.unparseable(), True),          # neither: void
+             ({"model": "so 5", "call": ""}, Verdict.incorrect(), False)]          # a wrong answer is not void
+    samples = [Sample(t["model"], (5, 6), (-1.0, -1.0), turns=(t,), verdicts={"math": v}) for t, v, _ in cases]
+    assert [is_void(s, "math") for s in samples] == [c[2] for c in cases]
+    assert not is_void(Sample("hmm", (5,), (-1.0,), verdicts={"math": Verdict.unparseable()}), "math")
+    reward = __import__("verifiers").Reward.single("math")
+    group = Group("p", "2+2=", {}, samples)
+    kept = {}
+    for mode in ("keep", "filter"):
+        rl = config.load(Config, overrides=[f"grpo.void_turns={mode}"]).grpo
+        batch, m = make_batch([group], reward, tok, rl)
+        assert m["tools/void"] == 0.25
+        kept[mode] = batch.A.tolist()
+    assert len(kept["keep"]) == 4 and kept["filter"] == [a for i, a in enumerate(kept["keep"]) if i != 2]

@@ -19,7 +19,7 @@ from ..configs import GenerationConfig, GRPOConfig
 from ..logprobs import TokenBatch, length_buckets, pad_rollouts, pad_values, token_logprobs, trim_padding
 from ..losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
 from ..models import autocast
-from ..types import Group
+from ..types import Group, Status
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,15 @@ class GRPOBatch:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+
+def is_void(s, outcome: str) -> bool:
+    """An episode that ended on a void turn: its last turn called no tool and the outcome verifier read no answer
+    (UNPARSEABLE). Single-turn samples are never void."""
+    if not s.turns or s.turns[-1].get("call"):
+        return False
+    v = s.verdicts.get(outcome)
+    return v is not None and v.status is Status.UNPARSEABLE
 
 
 def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
@@ -59,9 +68,13 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
             gcfg.advantage == "pass_at_k" else {}
         A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
     rows = []
+    void = [[is_void(s, reward.outcome) for s in g.samples] for g in groups]
+    if any(s.turns for g in groups for s in g.samples):
+        m["tools/void"] = sum(map(sum, void)) / max(1, sum(map(len, void)))
     for b, g in enumerate(groups):
         for i, s in enumerate(g.samples):
-            if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated):
+            if not valid[b, i] or (gcfg.mask_truncated_completions and s.truncated) or \
+                    (gcfg.void_turns == "filter" and void[b][i]):
                 continue
             a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
             rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a, s.loss_mask))
