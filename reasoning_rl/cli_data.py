@@ -131,8 +131,19 @@ def cmd_eval(args) -> int:
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
-    res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
-                   truncated=cfg.eval.truncated)
+    engine = None
+    if cfg.grpo.environment:  # every sample a multi-turn episode, as the run with this environment trains on
+        from .environments import ENVIRONMENTS
+        from .episodes import EpisodeEngine, EpisodeLimits
+
+        engine = EpisodeEngine(model, tok, ENVIRONMENTS.get(cfg.grpo.environment).from_config(cfg.grpo),
+                               EpisodeLimits.of(cfg.grpo))
+    try:
+        res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
+                       truncated=cfg.eval.truncated, engine=engine)
+    finally:
+        if engine is not None:
+            engine.close()
     described = task.describe(task.outcome_reward())
     with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:
         write_groups(f, res.groups, step=0, provenance=provenance(described))
@@ -140,7 +151,7 @@ def cmd_eval(args) -> int:
         json.dump(described, f, indent=1)
     summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
                "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
-               "truncated_scored_as": cfg.eval.truncated,
+               "truncated_scored_as": cfg.eval.truncated, "environment": cfg.grpo.environment or None,
                "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
     with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:

@@ -16,22 +16,19 @@ from curricula import Ledger
 
 from .rollout import HFEngine, PromptRow, SamplingConfig
 from .task import Task
-from .types import Group
 
 
 def sample_verified(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling: SamplingConfig,
-                    batch_prompts: int = 64, log=print, pool=None) -> list:
-    """G samples per row from the model, each carrying its verdict from the task's outcome verifier (checked as
-    the task says: a code body with its prompt), as training and evaluation check it."""
-    engine = HFEngine(model, tokenizer)
+                    batch_prompts: int = 64, log=print, pool=None, engine=None) -> list:
+    """G samples per row from the model (the hf engine, or `engine`: an EpisodeEngine for multi-turn samples), each
+    carrying its verdict from the task's outcome verifier (checked as the task says: a code body with its prompt),
+    as training and evaluation check it."""
+    engine = engine or HFEngine(model, tokenizer)
     reward = task.outcome_reward()
     out = []
     for start in range(0, len(rows), batch_prompts):
         chunk = [PromptRow.from_row(r, start + k) for k, r in enumerate(rows[start:start + batch_prompts])]
-        groups = engine.generate(chunk, n, sampling)
-        verdicts = iter(task.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
-        for g in groups:
-            out.append(Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples]))
+        out += task.verify_groups(reward, engine.generate(chunk, n, sampling), pool)
         log(f"sampled and verified {len(out)}/{len(rows)} prompts")
     return out
 

@@ -23,12 +23,14 @@ class EvalResult:
 
 
 def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, chunk: int = 64, pool=None,
-             progress: bool = True, truncated: str = "fail") -> EvalResult:
+             progress: bool = True, truncated: str = "fail", engine=None) -> EvalResult:
     """Sample n completions per row (in chunks of `chunk` prompts, a progress bar with its ETA on stderr), verify
     each with the task's outcome verifier, and score them; with `greedy` and a temperature above 0, also one greedy
     completion per row (`greedy` metric). At temperature 0 the samples are the greedy completions: one generation,
     n forced to 1, reported as both avg@1 and greedy. `truncated` (eval.truncated): "fail" counts a completion cut at
-    max_tokens as failed, "score" verifies it like any other; the archive keeps the verifier's own verdicts."""
+    max_tokens as failed, "score" verifies it like any other; the archive keeps the verifier's own verdicts.
+    `engine`: what samples (default the hf engine; an EpisodeEngine makes every sample a multi-turn episode, and the
+    metrics then include its tools/* figures, greedy episodes' included)."""
     import sys
     import time
 
@@ -44,11 +46,11 @@ def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, c
     for i in range(0, len(rows), chunk):
         part = rows[i:i + chunk]
         got = sample_verified(model, tok, task, part, n, sampling, batch_prompts=chunk, log=lambda *_: None,
-                              pool=pool)
+                              pool=pool, engine=engine)
         groups.extend(got)
         if greedy and sampling.temperature > 0:
             greedy_groups.extend(sample_verified(model, tok, task, part, 1, greedy_sampling, batch_prompts=chunk,
-                                                 log=lambda *_: None, pool=pool))
+                                                 log=lambda *_: None, pool=pool, engine=engine))
         bar.update(len(part))
     bar.close()
     metrics = evaluate_sampled(groups, task.outcome, ks, answer_key=task.answer_key, truncated=truncated)
@@ -56,6 +58,11 @@ def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, c
         scored = greedy_groups or groups
         metrics["greedy"], metrics["greedy_se"] = mean_se(
             [float(bool(scored_outcome(g.samples[0], task.outcome, truncated))) for g in scored])
+    every = [s for g in groups + greedy_groups for s in g.samples]
+    if any(s.turns for s in every):
+        from .episodes import episode_metrics
+
+        metrics.update({k: v for k, v in episode_metrics(every).items() if k.startswith("tools/")})
     return EvalResult(metrics, groups + [_as_greedy(g) for g in greedy_groups], time.time() - t0)
 
 

@@ -34,6 +34,7 @@ from .configs import GRPOConfig, RLConfig, TaskConfig
 from .errors import UserError
 from .task_presets import DATA_SOURCES, PRESETS, Preset
 from .task_sources import load_split_rows, split_by_hash
+from .types import Group, Sample, Status, Verdict
 
 _EMPTY = (None, "", [], {})
 
@@ -284,6 +285,13 @@ class Task:
         return reward.verify(texts, [r["reference"] for r in rows], [r["prompt"] for r in rows], pool=pool,
                              term_references=term_refs)
 
+    def verify_groups(self, reward: verifiers.Reward, groups: Sequence[Group], pool=None) -> list[Group]:
+        """Every sample of every group with its verdicts (one concurrent batch through the pool); a sample whose
+        environment failed (a tool's sandbox died: `Sample.error`) is masked ERROR under every term, never scored."""
+        verdicts = iter(self.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
+        return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(_unless_failed(s, next(verdicts)))
+                                                      for s in g.samples]) for g in groups]
+
     def verify_samples(self, reward: verifiers.Reward, flat: Sequence[tuple], pool=None):
         """`verify` for (group, sample) pairs: each sample against its group's row (the group's task + prompt)."""
         return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
@@ -316,8 +324,6 @@ class Task:
         """`held_out`'s scores of given completions (`cut`: each was cut at its token limit): what greedy
         completions and greedy multi-turn episodes (episodes.py) are both scored by. `failed`: the completion's
         environment failed, so it is never a pass."""
-        from .types import Status
-
         failed = failed or [False] * len(rows)
         verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
         ok = [bool(v.passed) and not (c and truncated == "fail") and not f for v, c, f in zip(verdicts, cut, failed)]
@@ -353,6 +359,12 @@ class Task:
     def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
         for reason, n in sorted(self.dropped.items()):
             log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+
+
+def _unless_failed(s: Sample, verdicts: dict) -> dict:
+    if not s.error:
+        return verdicts
+    return {k: Verdict.masked_as(Status.ERROR, f"environment failed: {s.error}"[:300]) for k in verdicts}
 
 
 def checked_text(checked: str, raw: str, completion: str) -> str:

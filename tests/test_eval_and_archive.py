@@ -160,3 +160,30 @@ def test_code_majority_votes_on_the_program_text():
     g = Group("a", "def f(x):\n", {}, [s("    return x\n", False), s("    return x \n", False), s("    return 1\n", True)])
     res = evaluate_sampled([g], "code", (1, 2, 3))
     assert res["pass@1"] == pytest.approx(1 / 3) and res["maj@3"] == 0.0  # the wrong body twice outvotes the right one
+
+
+def test_eval_with_an_environment_runs_episodes_and_reports_their_tool_figures(tmp_path):
+    """`reasoning-rl eval --set grpo.environment=...`: every sample (and the greedy one) is a multi-turn episode of
+    that environment; the archive keeps its turns, the summary its environment and tools/* figures, and the verdict
+    reads the model's words only."""
+    from reasoning_rl.cli import main
+    from reasoning_rl.environments import ENVIRONMENTS
+
+    from .test_episodes import EveryTurnIsACall
+
+    ENVIRONMENTS.add("every-turn-eval", EveryTurnIsACall, "tests")
+    out = tmp_path / "eval"
+    try:
+        assert main(["eval", "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set",
+                     "generation.max_tokens=4", "--set", "grpo.environment=every-turn-eval", "--set",
+                     "grpo.max_turns=3", "--set", "grpo.max_tool_calls=2", "--set", f"output_dir={out}",
+                     "--limit", "3", "-n", "2"]) == 0
+    finally:
+        ENVIRONMENTS.remove("every-turn-eval")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["environment"] == "every-turn-eval" and summary["tools/calls_per_sample"] > 0
+    lines = [json.loads(x) for x in (out / "archive.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 * 2 + 3 and all(x["turns"] for x in lines)
+    for x in lines:
+        assert EveryTurnIsACall.OBS not in x["text"]  # what the verifier read: the model's segments only
+        assert x["text"] == "".join(t["model"] for t in x["turns"])

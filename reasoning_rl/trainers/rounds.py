@@ -30,7 +30,7 @@ from ..configs import Config, RLConfig
 from ..device import resolve_threads
 from ..rollout import HFEngine, SamplingConfig
 from ..task import Task
-from ..types import Group, Status, Verdict
+from ..types import Group
 
 
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
@@ -68,18 +68,9 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
 
 
 def attach(groups: list[Group], task: Task, reward: verifiers.Reward, pool) -> list[Group]:
-    """Every sample of every group gets its verdicts (one concurrent batch through the pool), each checked as the
-    task says (a code body: the raw prompt, its signature, + the completion) against the row's reference."""
-    verdicts = iter(task.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
-    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(_unless_failed(s, next(verdicts)))
-                                                  for s in g.samples]) for g in groups]
-
-
-def _unless_failed(s, verdicts: dict) -> dict:
-    """A sample whose environment failed (a tool's sandbox died) is masked ERROR under every term, never scored."""
-    if not s.error:
-        return verdicts
-    return {k: Verdict.masked_as(Status.ERROR, f"environment failed: {s.error}"[:300]) for k in verdicts}
+    """Every sample of every group gets its verdicts, each checked as the task says (a code body: the raw prompt, its
+    signature, + the completion) against the row's reference; a failed environment masks its sample ERROR."""
+    return task.verify_groups(reward, groups, pool)
 
 
 def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
