@@ -60,7 +60,8 @@ def from_archive(run_dir: str) -> list[dict]:
         for line in f:
             if line.strip():
                 r = json.loads(line)
-                out.append({"task_id": r["prompt_id"], "sample": f"{r['step']}/{r['index']}",
+                tid, greedy = r["prompt_id"].split("#")[0], r["prompt_id"].endswith("#greedy")
+                out.append({"task_id": tid, "sample": f"greedy/{r['index']}" if greedy else f"t1/{r['index']}",
                             "finish_reason": r["finish_reason"], "completion": r["text"]})
     return out
 

@@ -14,18 +14,63 @@ The bounds, from this run's own measurements:
 - compute: a token costs 2 x parameters FLOPs (attention left out); tokens/s <= matmul FLOP/s / (2 x
   parameters), with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul.
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
-Not here: vLLM (its CPU build lives in .venv-vllm, `make vllm-env`; bench/rollouts.py compares it on the tiny
-model), prompts of other lengths.
+vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with ours) runs the same prompts,
+batch and sampling in a child process of that environment, on the converted folder of the same model (float32,
+eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
+`--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
+Not here: prompts of other lengths.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+VPY = os.path.join(ROOT, ".venv-vllm", "bin", "python")
+
+
+def child_vllm(a) -> None:
+    """Inside .venv-vllm: the vLLM runs of the parent's prompts, as one JSON line (best tokens/s, start-up)."""
+    from reasoning_rl.rollout import SamplingConfig
+    from reasoning_rl.rollout.vllm import VLLMEngine
+
+    with open(a.child_vllm, encoding="utf-8") as f:
+        job = json.load(f)
+    t0 = time.perf_counter()
+    eng = VLLMEngine(job["model"], dtype="float32", max_model_len=1024)
+    startup = time.perf_counter() - t0
+    eng.generate(job["prompts"][:2], 2, SamplingConfig(max_tokens=4))  # warm-up
+    best = 0.0
+    for _ in range(job["repeats"]):
+        t = time.perf_counter()
+        groups = eng.generate(job["prompts"], job["n"], SamplingConfig(temperature=1.0, max_tokens=job["tokens"], seed=0))
+        n = sum(min(len(x.token_ids), job["tokens"]) for g in groups for x in g.samples)
+        best = max(best, n / (time.perf_counter() - t))
+    print(json.dumps({"rate": best, "startup": startup}))
+
+
+def vllm_rate(model_dir: str, prompts: list, a) -> tuple[float | None, str]:
+    """(best tokens/s, a note) of vLLM's CPU build on the same job, or (None, why not)."""
+    if not os.path.exists(VPY):
+        return None, "no .venv-vllm (run `make vllm-env`)"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"model": model_dir, "prompts": prompts, "n": a.n, "tokens": a.tokens, "repeats": a.repeats}, f)
+    threads = str(a.threads or len(os.sched_getaffinity(0)))
+    proc = subprocess.run([VPY, os.path.abspath(__file__), "--child-vllm", f.name], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": threads,
+                                          "VLLM_CPU_OMP_THREADS_BIND": "all"})
+    os.unlink(f.name)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return None, f"failed ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})"
+    r = json.loads(lines[-1])
+    return r["rate"], f"start-up {r['startup']:.0f} s, not counted"
 
 
 def copy_bandwidth(torch, mb: int = 256, rounds: int = 5) -> float:
@@ -55,7 +100,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0, help="0 = every core")
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per engine, alternating; the best counts")
+    ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's CPU build out")
+    ap.add_argument("--child-vllm", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child_vllm:
+        return child_vllm(a)
     import torch
 
     from reasoning_rl import config
@@ -102,6 +151,15 @@ def main() -> None:
             t = time.perf_counter()
             n = fn()
             best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
+    notes = {}
+    if not a.no_vllm:
+        from reasoning_rl.model_sources import resolve
+
+        rate, notes["vllm (CPU build)"] = vllm_rate(resolve(cfg.model.name_or_path, log=lambda *_: None), prompts, a)
+        if rate is not None:
+            best["vllm (CPU build)"] = rate
+        else:
+            print(f"vllm (CPU build): {notes['vllm (CPU build)']}")
     bw = copy_bandwidth(torch)
     flops = matmul_flops(torch, batch, model.config.hidden_size)
     mem_bound = batch * bw / weight_bytes
@@ -112,8 +170,11 @@ def main() -> None:
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
           f"{flops / 1e9:.0f} GFLOP/s matmul -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
     for name, rate in best.items():
-        print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound")
+        print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound" +
+              (f"  ({notes[name]})" if name in notes else ""))
     print(f"ratio hf engine / transformers.generate: {best['hf engine'] / best['transformers.generate']:.2f}x")
+    if "vllm (CPU build)" in best:
+        print(f"ratio hf engine / vllm (CPU build): {best['hf engine'] / best['vllm (CPU build)']:.2f}x")
 
 
 if __name__ == "__main__":

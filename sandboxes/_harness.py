@@ -91,7 +91,7 @@ def flush_std() -> None:
 def run_main(code: str) -> int:
     status = 0
     try:
-        exec(compile(code, SOLUTION, "exec"), _namespace("__main__"))
+        exec(compile(code, SOLUTION, "exec", dont_inherit=True), _namespace("__main__"))
     except SystemExit as e:
         status = _exit_code(e)
     except (Exception, KeyboardInterrupt, GeneratorExit) as e:  # what CPython reports for a script
@@ -123,7 +123,7 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
     read_frame, write_frame, encode, decode = _wire.read_frame, _wire.write_frame, plain.encode, plain.decode
     ns = _namespace("solution")
     try:
-        exec(compile(code, SOLUTION, "exec"), ns)
+        exec(compile(code, SOLUTION, "exec", dont_inherit=True), ns)
     except SystemExit:
         pass  # names defined before the exit stay callable; a test of a missing name fails
     except (Exception, KeyboardInterrupt, GeneratorExit) as e:

@@ -62,7 +62,7 @@ def extract_program(text: str) -> str:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a model's odd literals are the sandbox's business, not our log's
-            compile(text, "<completion>", "exec")
+            compile(text, "<completion>", "exec", dont_inherit=True)
         return text
     except (SyntaxError, ValueError):
         pass

@@ -141,7 +141,7 @@ def _text(x: Any) -> str:
 def compiled(code: str, filename: str):
     """Trusted test or helper code, compiled once per text and process (a GRPO group verifies the same tests
     once per completion; a code object runs afresh in every namespace it is given). SyntaxError as compile."""
-    return compile(code, filename, "exec")
+    return compile(code, filename, "exec", dont_inherit=True)  # not this module's __future__ flags
 
 
 def _trusted(spec: dict) -> dict:

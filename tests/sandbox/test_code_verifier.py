@@ -106,6 +106,27 @@ def test_benign_programs_pass(code_verifier, program, stdin, expected):
     assert v.status is Status.CORRECT, v
 
 
+# (program, passes?) under every kind: the program runs as the interpreter runs it, not with the flags of the code
+# that loads it (the harness module postpones its own annotations; a candidate's must be evaluated at def time, as
+# `python file.py` does; found on SmolLM2's HumanEval programs, which use `List` without importing it)
+MAIN = "\nif __name__ == '__main__':\n    print(add(*map(int, input().split())))\n"
+ANNOTATIONS = [
+    ("def add(a: Undefined, b) -> int:\n    return a + b" + MAIN, False),
+    ("from __future__ import annotations\ndef add(a: Undefined, b) -> int:\n    return a + b" + MAIN,
+     True),  # a program that postpones them itself may
+    ("from typing import List\ndef add(a: List, b) -> int:\n    return a + b" + MAIN, True),
+]
+
+
+@pytest.mark.parametrize("program,passes", ANNOTATIONS, ids=range(len(ANNOTATIONS)))
+@pytest.mark.parametrize("tests", [ADD_STDIO, ADD_CALL, ADD_ASSERT, ADD_UNITTEST], ids=["stdio", "call", "assert",
+                                                                                      "unittest"])
+def test_annotations_are_evaluated_as_the_interpreter_does(code_verifier, program, passes, tests):
+    v = code_verifier.verify(program, tests, limits=LIM)
+    assert (v.status is Status.CORRECT) == passes, v
+    assert passes or v.status is Status.INCORRECT and ("NameError" in v.detail or tests is ADD_STDIO), v
+
+
 def test_partial_credit_is_the_fraction_passed(code_verifier):
     v = code_verifier.verify("def add(a, b):\n    return 3", ADD_CALL, limits=LIM)
     assert v.status is Status.INCORRECT and v.score == 0.5 and "1/2" in v.detail
