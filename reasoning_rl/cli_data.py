@@ -133,11 +133,9 @@ def cmd_eval(args) -> int:
     sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
     engine = None
     if cfg.grpo.environment:  # every sample a multi-turn episode, as the run with this environment trains on
-        from .environments import ENVIRONMENTS
-        from .episodes import EpisodeEngine, EpisodeLimits
+        from .episodes import EpisodeEngine
 
-        engine = EpisodeEngine(model, tok, ENVIRONMENTS.get(cfg.grpo.environment).from_config(cfg.grpo),
-                               EpisodeLimits.of(cfg.grpo))
+        engine = EpisodeEngine.of(cfg.grpo, model, tok)
     try:
         res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
                        truncated=cfg.eval.truncated, engine=engine)

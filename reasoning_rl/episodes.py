@@ -232,6 +232,13 @@ class EpisodeEngine:
         return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
                 for k, r in enumerate(rows)]
 
+    @classmethod
+    def of(cls, rl, model, tokenizer) -> "EpisodeEngine":
+        """The engine a run's `grpo` section asks for: its environment (`grpo.environment`) and limits."""
+        from .environments import ENVIRONMENTS
+
+        return cls(model, tokenizer, ENVIRONMENTS.get(rl.environment).from_config(rl), EpisodeLimits.of(rl))
+
     def update_weights(self, model) -> None:  # samples from the very object being trained, as hf does
         pass
 

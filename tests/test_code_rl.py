@@ -30,7 +30,6 @@ def test_code_tasks_split_and_gold_solutions_pass():
 @pytest.mark.timeout(300)
 def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
     from reasoning_rl.task import Task
-    from reasoning_rl.trainers.rounds import attach
 
     cfg = config.load(Config, overrides=CODE)
     task = Task.from_config(cfg.tasks)  # the trainer's rows: the program is the raw prompt + the body
@@ -49,8 +48,8 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
     reward = verifiers.Reward((verifiers.Term("code", 1.0),), outcome="code")
     pool = verifiers.VerifierPool(num_workers=2)
     try:
-        groups = attach([group(row, hacks + [row["answer"]]), group(stdio, stdio_hacks + [stdio["answer"]])],
-                        task, reward, pool)
+        groups = task.verify_groups(reward, [group(row, hacks + [row["answer"]]),
+                                             group(stdio, stdio_hacks + [stdio["answer"]])], pool)
     finally:
         pool.close()
     from reasoning_rl.pairs import build_pairs

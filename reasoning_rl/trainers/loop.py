@@ -377,7 +377,7 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
             run.log(f"ALERT step {step}: {a}")
         on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
         # every rank stops after the same round: a signal seen by any rank (a launcher may reach only some) counts
-        stopping = bool(run.ranks.max(int(stop.signal is not None))) if run.ranks.world > 1 else bool(stop.signal)
+        stopping = bool(run.ranks.max(int(stop.signal is not None)))
         if run.ranks.main and (on_alert or stopping or rl.checkpoint_every and step % rl.checkpoint_every == 0):
             _checkpoint(run, step)
         if stopping and step < rl.steps:

@@ -56,21 +56,13 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
                               num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
                               trust_remote_code=cfg.model.trust_remote_code)
     elif getattr(rl, "environment", ""):  # multi-turn episodes on the hf engine (grpo.environment)
-        from ..environments import ENVIRONMENTS
-        from ..episodes import EpisodeEngine, EpisodeLimits
+        from ..episodes import EpisodeEngine
 
-        env = ENVIRONMENTS.get(rl.environment).from_config(rl)
-        return EpisodeEngine(model, tok, env, EpisodeLimits.of(rl))
+        return EpisodeEngine.of(rl, model, tok)
     else:
         return HFEngine(model, tok)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
     return engine
-
-
-def attach(groups: list[Group], task: Task, reward: verifiers.Reward, pool) -> list[Group]:
-    """Every sample of every group gets its verdicts, each checked as the task says (a code body: the raw prompt, its
-    signature, + the completion) against the row's reference; a failed environment masks its sample ERROR."""
-    return task.verify_groups(reward, groups, pool)
 
 
 def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
@@ -141,7 +133,7 @@ class Rounds:
 
     def _verify(self, groups: list[Group], timing: dict[str, float]) -> list[Group]:  # on the verification thread
         t0 = time.perf_counter()
-        out = attach(groups, self.task, self.reward, self.pool)
+        out = self.task.verify_groups(self.reward, groups, self.pool)
         timing["verify_busy"] += time.perf_counter() - t0
         return out
 
