@@ -10,6 +10,12 @@ label read by hand where they disagree (`labelled_by: hand`, every one in TRIAGE
 Rules, as in test_math_differential.py: every disagreement is triaged; wherever math-verify matches the hand label,
 `math` does too, unless OURS_WRONG says why not. `reasoning-rl verifiers calibrate --gold
 tests/fixtures/smollm2_word_problems.jsonl --verifier math --verifier math_verify` prints the agreement.
+
+A second corpus, tests/fixtures/smollm2_math_formats.jsonl: 606 completions the model sampled at temperature 1
+(256 tokens) for problems written here in MATH's layout (LaTeX answers: fractions, radicals, pi, intervals,
+polynomials, ordered pairs) and GSM8K's (`#### N`), made by `bench/math_format_corpus.py` (its docstring has the
+commands). The same rules, with one more list: completions where the two verifiers agree and are both wrong
+(BOTH_WRONG, hand-labelled against them), so that a fix that makes one of them right shows up here.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(600)
 CORPUS = ROOT / "tests" / "fixtures" / "smollm2_word_problems.jsonl"
+FORMATS = ROOT / "tests" / "fixtures" / "smollm2_math_formats.jsonl"
 
 # (row id, who is right, why): every disagreement seen on the corpus, read one by one
 TRIAGE = [
@@ -42,14 +49,54 @@ TRIAGE = [
 ]
 OURS_WRONG: list[tuple[str, str]] = []  # (row id, why) where math-verify is right and we are not: none today
 
+# the MATH- and GSM8K-format corpus: (row id, who is right, why)
+FORMATS_TRIAGE = [
+    ("math/row-1c1e4827fd49/0", "math", "'[boxed{}]' is an empty placeholder, not an answer; math-verify equates "
+                                        "it with 9 sqrt 11"),
+    ("math/row-1613b003dc86/1", "math", "'the only possible solution is $108.$' answers; the closing line is about "
+                                        "the LCM of 11 and 108, another question"),
+    ("math/row-8ab74ef18f4f/1", "math", "cut in a list of prose; math-verify equates 'ax + by =' with 3"),
+    ("math/row-5d9683f478d1/1", "math", "cut in prose, no answer stated; math-verify reads a 3 from 'over 3 is'"),
+    ("math/row-3507c2a13c8a/0", "math", "states 13/21 for gcd(21, 21); math-verify passes it"),
+    ("math/row-709de05910d1/1", "math", "no value of f(0) stated; math-verify equates an equation in Delta with 3"),
+    ("gsm8k/row-723fd12aac57/0", "math", "cut mid-sentence; math-verify reads the 5 of '50 slices for 5 others'"),
+    ("gsm8k/row-64dc5486e6d0/0", "math", "'The final answer is now 7 + 7 = 14 stickers.'; math-verify reads a 10 "
+                                         "from the noise after it"),
+    ("gsm8k/row-a79563b11d18/0", "math", "'The answer is \\BoxOnToBasis...' names no number; math-verify takes a 3 "
+                                         "from the noise before it"),
+    ("gsm8k/row-a79563b11d18/1", "math_verify", "cut at 'This 3': no answer, and our last-number fallback reads one"),
+    ("gsm8k/row-51b2f0f9b26a/1", "math", "cut in noise; math-verify reads the 18 of '18mouths'"),
+]
+FORMATS_OURS_WRONG = [
+    ("gsm8k/row-a79563b11d18/1", "the verifier does not know the completion was cut at max_tokens, and reads the "
+                                 "last number of a truncated text (a run's evaluation scores truncation as a fail; "
+                                 "a training round verifies it unless grpo.mask_truncated_completions)"),
+]
+# both verifiers agree and both are wrong: (row id, why)
+BOTH_WRONG = [
+    ("math/row-e7c81198f30d/1", "cut in prose; the last math span, '$168$' of 'start with $168$', is the question's"),
+    ("math/row-2edd124b136e/0", "cut in prose; the last math span is a label, '\\text{(1)}'"),
+    ("gsm8k/row-f4830f421535/0", "cut at 'So the final'; '18-7' of 'She left 1 pack of 18-7.' is read as the "
+                                 "closing expression"),
+]
 
-@pytest.fixture(scope="module")
-def scored():
-    rows = [json.loads(x) for x in CORPUS.read_text().splitlines()]
+
+def _score(path):
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
     with verifiers.VerifierPool(num_workers=2) as pool:
         out = {n: pool.run([verifiers.Call(n, r["prediction"], r["gold"], {"prompt": r["prompt"]}) for r in rows])
                for n in ("math", "math_verify")}
     return rows, out["math"], out["math_verify"]
+
+
+@pytest.fixture(scope="module")
+def scored():
+    return _score(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def formats():
+    return _score(FORMATS)
 
 
 def test_the_corpus_is_the_real_models_and_labelled():
@@ -83,3 +130,39 @@ def test_calibrate_prints_the_agreement_on_it(capsys):
                  "--show", "0"]) == 0
     out = capsys.readouterr().out
     assert "math: n=768  accuracy 100.0%" in out and "agreement with math_verify 98.4%" in out
+
+
+def test_the_formats_corpus_is_the_real_models_and_labelled():
+    rows = [json.loads(x) for x in FORMATS.read_text().splitlines()]
+    assert len(rows) == 606 and len({r["id"] for r in rows}) == 606
+    assert {r["format"] for r in rows} == {"math", "gsm8k"}
+    assert {r["id"] for r in rows if r["labelled_by"] == "hand"} == {t for t, _, _ in FORMATS_TRIAGE} | \
+        {t for t, _ in BOTH_WRONG}
+    assert sum(r["finish_reason"] == "length" for r in rows) > 200  # temperature 1 at 256 tokens: many run on
+
+
+def test_every_disagreement_on_the_formats_corpus_is_triaged(formats):
+    rows, ours, theirs = formats
+    seen = {r["id"]: ("math" if (a.status is Status.CORRECT) == r["equivalent"] else "math_verify")
+            for r, a, b in zip(rows, ours, theirs) if (a.status is Status.CORRECT) != (b.status is Status.CORRECT)}
+    assert seen == {t: who for t, who, _ in FORMATS_TRIAGE}
+    wrong_both = {r["id"] for r, a, b in zip(rows, ours, theirs)
+                  if (a.status is Status.CORRECT) != r["equivalent"] and (b.status is Status.CORRECT) != r["equivalent"]}
+    assert wrong_both == {t for t, _ in BOTH_WRONG}
+
+
+def test_math_is_right_wherever_math_verify_is_on_the_formats_corpus(formats):
+    rows, ours, theirs = formats
+    wrong = {r["id"] for r, a, b in zip(rows, ours, theirs)
+             if (b.status is Status.CORRECT) == r["equivalent"] and (a.status is Status.CORRECT) != r["equivalent"]}
+    assert wrong == {t for t, _ in FORMATS_OURS_WRONG}
+
+
+def test_calibrate_prints_the_agreement_on_the_formats_corpus(capsys):
+    from reasoning_rl.cli import main
+
+    assert main(["verifiers", "calibrate", "--gold", str(FORMATS), "--verifier", "math", "--verifier", "math_verify",
+                 "--show", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "math: n=606  accuracy 99.3%" in out and "agreement with math_verify 98.2%" in out
+

@@ -371,3 +371,19 @@ def test_prompt_echo_is_not_an_answer():
     prompt = "What is 2+3? The answer is 5 or 6, pick one."
     v = V.verify(prompt + "\nI am not sure.", "5", prompt=prompt)
     assert v.status is not Status.CORRECT
+
+
+# (prompt, output, gold, expected status): a prompt is taken out of the output as an echo only when it is one;
+# a very short prompt or a bare number would take every occurrence of itself out of the answer
+ECHOES = [
+    ("7", "The answer is 7.", "7", Status.CORRECT),  # a bare-number prompt: the model's 7 is its answer
+    ("2+2", "2+2 = \\boxed{4}", "4", Status.CORRECT),  # under four characters: left in place
+    ("4", "2 + 2 = 4", "4", Status.CORRECT),  # was "2 + 2 = " once the prompt "4" was taken out everywhere
+    ("12+7=", "12+7= \\boxed{19}", "19", Status.CORRECT),  # an echoed expression, then the answer
+    ("Compute 3*4. Give 12 or 13.", "Compute 3*4. Give 12 or 13.", "12", Status.UNPARSEABLE),  # the echo alone
+]
+
+
+@pytest.mark.parametrize("prompt,output,gold,status", ECHOES)
+def test_only_a_real_echo_of_the_prompt_is_taken_out(prompt, output, gold, status):
+    assert V.verify(output, gold, prompt=prompt).status is status

@@ -156,12 +156,14 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     if bold:
         return _clean_tail(bold[-1]), "bold"
     spans = _math_spans(s)
-    if spans and re.search(r"\$|\\\(|\\\[", s) and s[:spans[0].start()].strip():
-        return _span_content(spans[-1]).strip(), "last math span"  # "Answer $9$": the maths, not the words
+    outside = _MATH_SPANS.sub(" ", s)
+    if spans and re.search(r"\$|\\\(|\\\[", s) and (s[:spans[0].start()].strip() or re.search(r"[A-Za-z]{2}", outside)):
+        # "Answer $9$", "$f(-2)$ is equal to $15$.": the maths, not the words
+        return _clean_tail(_span_content(spans[-1])), "last math span"
     if "\n" not in s and len(s) <= MAX_ANSWER_CHARS and not looks_like_prose(s):
         return s, "whole output"
     if spans:
-        return _span_content(spans[-1]).strip(), "last math span"
+        return _clean_tail(_span_content(spans[-1])), "last math span"
     return closing_answer(s)
 
 
@@ -273,13 +275,28 @@ def extract_choice(text: str) -> tuple[str | None, str]:
     return None, "no choice letter"
 
 
-_ARITHMETIC = re.compile(r"-?\d[\d,.]*(?:\s*[-+*/^×÷]\s*\(?-?\d[\d,.]*\)?)+")
+def _math_text(text: str) -> str:
+    """Text as compared for a restatement: no whitespace, no `$`, no `\\left`/`\\right` or thin spaces, no closing
+    "=" or full stop."""
+    text = re.sub(r"\\(?:left|right)\b|\\[,;:! ]|\$|\s+", "", text)
+    return text.rstrip("=.")
+
+
+_PLAIN_RATIONAL = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\d+/\d+|\\[dt]?frac\{\d+\}\{\d+\})")
+_OPERATION = re.compile(r"[-+*/^<>=×÷(]|\\[a-zA-Z]+")
 
 
 def restates_expression(answer: str, prompt: str, gold: str) -> bool:
-    """Is `answer` an arithmetic expression ("77 + 42") that the prompt already holds, where the gold is a plain
-    number? Evaluating it would pay a completion that only copies the question ("What is 77 + 42?")."""
-    said = re.sub(r"\s+", "", answer).rstrip("=")
-    return bool(_ARITHMETIC.fullmatch(said)) and said in re.sub(r"\s+", "", prompt) \
-        and bool(re.fullmatch(r"-?[\d,]+(?:\.\d+)?", str(gold).strip()))
+    """Is `answer` an expression the prompt already holds ("77 + 42" for "What is 77 + 42?", "\\sqrt{704}" for
+    "Simplify $\\sqrt{704}$.", "(x + 9)(x + 1)" for "Expand ...", an inequality the question asks to solve),
+    rather than the reference's own form? Evaluating it would pay a completion that only copies the question. A plain
+    number or fraction is never a restatement here (the last-number rule looks at those), nor is an answer written
+    exactly as the reference is."""
+    exact = re.split(r"\\approx|≈", answer, maxsplit=1)
+    if len(exact) == 2 and not re.fullmatch(r"\s*\$?\s*[A-Za-z]\w*\s*", exact[0]):
+        answer = exact[0]  # "\\sqrt{360} \\approx 18.97": the parser takes the exact part, so this is the answer
+    said = _math_text(answer)
+    if len(said) < 3 or _PLAIN_RATIONAL.fullmatch(said) or not _OPERATION.search(said.lstrip("+-")):
+        return False
+    return said in _math_text(prompt) and said != _math_text(str(gold))
 

@@ -60,6 +60,13 @@ def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(text.replace("$", " "))}
 
 
+def _echoable(prompt) -> bool:
+    """Whether an occurrence of `prompt` in the output is an echo to take out before reading the answer: not for a
+    prompt of under four characters or a bare number ("7": every 7 the model writes would go with it)."""
+    p = str(prompt or "").strip()
+    return len(p) >= 4 and not re.fullmatch(r"[-+]?[\d.,\s]+", p)
+
+
 def _fallback_refused(output: str, answer: str, how: str, prompt: str) -> str | None:
     """Why an answer read into the closing statement is not one, given the question; None when it stands. A last
     number that the question already holds, in a prose sentence that does not compute it (no "="), is a restatement
@@ -93,7 +100,7 @@ def _squash(s: str) -> str:
 
 class MathVerifier(Verifier):
     name = "math"
-    version = "2"
+    version = "3"  # 3: a prompt under four characters or a bare number is no longer taken out as an echo
     reads_prompt = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=5.0,
                         description="final answer equivalent to the reference (numbers, expressions, equations, "
@@ -125,7 +132,7 @@ class MathVerifier(Verifier):
                 return Verdict.correct(detail="verbatim match of an unparseable reference")
             return Verdict.masked_as(Status.ABSTAIN, f"reference not parseable: {e}")
         prompt = options.get("prompt")
-        if prompt and str(prompt).strip() and str(prompt).strip() in output:
+        if _echoable(prompt) and str(prompt).strip() in output:
             output = output.replace(str(prompt).strip(), " ")  # an echo of the prompt is not an answer
         if gold.kind == "choice":
             letter, how = extract_choice(output)
@@ -159,7 +166,9 @@ class MathVerifier(Verifier):
         try:
             pred = parse_answer(answer)
         except ParseFailure as e:
-            nums = _NUMBER.findall(answer) if how in ("whole output", "answer phrase") else []
+            # a phrase that computes ("(B+B-2)/(B!)") holds no single number that answers
+            prose = how in ("whole output", "answer phrase") and not re.search(r"[=+*/^(){}]", answer)
+            nums = _NUMBER.findall(answer) if prose else []
             if len(nums) != 1:  # "it is 13 apples", "The final answer is Tom buys 10 apples": one number in the
                 # phrase is the answer; two are not
                 return Verdict.unparseable(detail=f"answer {answer[:60]!r} not parseable: {e}")

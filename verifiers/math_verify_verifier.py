@@ -15,9 +15,9 @@ verifier does not apply). The detail names what each side parsed to.
 Two guards before math-verify's comparison, because as a reward it pays a policy for not answering:
   - an empty last `\\boxed{}` is no answer (math-verify reads the expression before it: "42 + 78 = \\boxed{}" is
     judged equal to 120);
-  - with the prompt given (the reward passes it), an extracted arithmetic expression that the prompt already
-    holds ("77 + 42" for "What is 77 + 42?", a plain-number reference) restates the question: math-verify
-    evaluates it and would pay the echo. Both are UNPARSEABLE, as the `math` verifier scores them. What math-verify still accepts
+  - with the prompt given (the reward passes it), an extracted expression that the prompt already holds
+    ("77 + 42" for "What is 77 + 42?", "\\sqrt{704}" for "Simplify $\\sqrt{704}$.", the inequality a question asks
+    to solve) restates the question: math-verify evaluates it and would pay the echo. Both are UNPARSEABLE, as the `math` verifier scores them. What math-verify still accepts
     that `math` does not is listed in docs/verifiers.md.
 
 Not here: our own extraction rules (that is the `math` verifier); this one is math-verify as it is.
@@ -43,7 +43,7 @@ def _quiet() -> None:
 
 class MathVerifyVerifier(Verifier):
     name = "math_verify"
-    version = "2"
+    version = "3"  # 3: the reference read as LaTeX first; a restated expression of any kind is no answer
     reads_prompt = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=10.0,
                         description="Hugging Face math-verify's extraction and sympy comparison (its signal "
@@ -59,7 +59,9 @@ class MathVerifyVerifier(Verifier):
         if reference is None or not str(reference).strip():
             return Verdict.masked_as(Status.ABSTAIN, "no reference answer")
         ref = str(reference).strip()
-        gold = parse(ref, parsing_timeout=None) or parse(f"${ref}$", parsing_timeout=None)
+        # a reference is one answer: read as LaTeX math first ("8\\sqrt{11}" read bare is the number 8, and
+        # "x^2 + 10x + 9" the number 9), as plain text only when that finds nothing
+        gold = parse(f"${ref}$", parsing_timeout=None) or parse(ref, parsing_timeout=None)
         if not gold:
             return Verdict.masked_as(Status.ABSTAIN, f"math-verify cannot parse the reference {ref[:80]!r}")
         boxes = boxed_answers(str(completion))
