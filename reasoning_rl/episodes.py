@@ -1,8 +1,8 @@
 """Multi-turn episodes, token in and token out: the model and an environment take turns on one sequence of ids.
 
-    run_episodes(model, tok, env, rows, sampling, limits) -> list[Episode]   every row's episode, advancing together
+    run_episodes(model, tok, env, rows, sampling, limits, engine=None)     every row's episode, advancing together
     Episode.sample() -> Sample                                             token_ids, logprobs, loss_mask, turns
-    EpisodeEngine(model, tok, env, limits).generate(rows, n, sampling)     the loop's engine, for grpo.environment
+    EpisodeEngine(model, tok, env, limits, engine).generate(rows, n, sampling)   the loop's engine (grpo.environment)
     held_out_episodes(task, model, tok, env, rows, limits, max_tokens)     held-out scores of greedy episodes
 
 One episode is one sequence: the prompt's ids, then each model segment exactly as sampled, then each observation
@@ -10,8 +10,9 @@ tokenized once and appended. Model tokens are never decoded and encoded again: w
 engine sampled (tests check the ids token for token). The loss mask is 1 on model tokens and 0 on observations;
 the log-probabilities are the engine's for model tokens and 0.0 (masked) for observations.
 
-Each turn, every live episode samples its next segment in one batch (`rollout.decode.sample` from its ids); a
-segment ends at the model's end of turn, at `generation.max_tokens`, or just after a complete tool call (the
+Each turn, every live episode samples its next segment from its ids in one call of the engine's `continue_ids`:
+the hf engine's batch (`rollout.decode.sample`; the default, on `model`), vLLM's token prompts, or an
+OpenAI-compatible server given the ids (each request seeded apart, so a group's episodes differ); a segment ends at the model's end of turn, at `generation.max_tokens`, or just after a complete tool call (the
 environment's `call_end`: the tokens sampled past it are dropped, the ones kept are unchanged). Then the environment
 answers every call of the turn at once (`respond`: the Python tool runs them concurrently on the sandbox pool).
 An episode ends on a segment with no call (reason "answer"), on `max_turns` segments, on a call past
@@ -22,7 +23,8 @@ itself (`Step.failed`) ends it and marks the sample for masking (`Episode.failur
 Not here: the environment (environments.py), verification (the task's verifiers read `Sample.text`, the model's own
 words: an answer a program printed counts only once the model writes it), the loss (trainers/grpo_batch.py).
 Deliberately simple: each turn re-encodes the episode's whole prefix (no KV cache kept across turns).
-Not here either: an environment's turns in PPO (refused) or in the async pipeline (untested).
+Not here either: an environment's turns in PPO (refused), in the async pipeline (untested) or on the `worker`
+engine (refused).
 """
 from __future__ import annotations
 
@@ -114,14 +116,16 @@ def template_mismatch(tok, e: Episode) -> int | None:
 
 
 def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, limits: EpisodeLimits,
-                 stop_ids: Sequence[int] | None = None) -> list[Episode]:
+                 stop_ids: Sequence[int] | None = None, engine=None) -> list[Episode]:
     """Every row's episode (row["prompt"] rendered as the prompt), all advancing together turn by turn. With
     limits.tool_format "chat" each row also carries its chat `messages` (the task keeps them when it renders with the
-    chat template); a segment is a whole assistant turn, and the observation comes as the template's tool message."""
+    chat template); a segment is a whole assistant turn, and the observation comes as the template's tool message.
+    `engine` samples the segments (anything with `continue_ids`: the vllm and openai engines); None = `model` itself
+    through the hf engine. `model` gives the end-of-turn ids either way."""
     import torch
 
     from .errors import UserError
-    from .rollout import decode
+    from .rollout import HFEngine
     from .rollout.base import stop_ids as default_stops
 
     chat = limits.tool_format == "chat"
@@ -136,6 +140,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
         e.state = env.start(e.row)
     if sampling.seed is not None:
         torch.manual_seed(sampling.seed)
+    engine = engine or HFEngine(model, tok)
+    order = {id(e): i for i, e in enumerate(eps)}  # each episode's own seed, turn after turn
     was_training = model.training
     model.eval()
     try:
@@ -145,18 +151,13 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 break
             budget = [limits.max_episode_tokens - len(e.ids) for e in live]
             max_new = max(1, min(sampling.max_tokens, max(budget)))
-            seqs = [e.prompt_ids + e.ids for e in live]
-            width = max(map(len, seqs))
-            pad = tok.pad_token_id if tok.pad_token_id is not None else stops[0]
-            input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs], device=model.device)
-            attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
+            seeds = None if sampling.seed is None else [sampling.seed + turn * len(eps) + order[id(e)] for e in live]
             t0 = time.time()
-            out, logp, lengths = decode.sample(model, input_ids, attn, max_new, stops, temperature=sampling.temperature,
-                                               top_p=sampling.top_p, top_k=sampling.top_k)
+            segs = engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, stops, sampling, seeds)
             gen_s = time.time() - t0
             asking: list[tuple[Episode, str]] = []
-            for e, row_ids, row_lp, n, room in zip(live, out.tolist(), logp.tolist(), lengths.tolist(), budget):
-                n = min(n, room)
+            for e, (row_ids, row_lp), room in zip(live, segs, budget):
+                n = min(len(row_ids), room)
                 seg_ids, seg_lp = row_ids[:n], row_lp[:n]
                 ended = n > 0 and seg_ids[-1] in stops
                 end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
@@ -213,11 +214,12 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
 
 
 class EpisodeEngine:
-    """The hf engine's interface (`generate(rows, n, sampling) -> groups`) with multi-turn samples: each prompt's n
-    episodes, rendered as the hf engine renders prompts (the chat template when sampling.chat)."""
+    """The engines' interface (`generate(rows, n, sampling) -> groups`) with multi-turn samples: each prompt's n
+    episodes, rendered as the hf engine renders prompts (the chat template when sampling.chat). `engine` (vllm or
+    openai) samples the segments and gets the weight pushes; None = the hf engine on `model`."""
 
-    def __init__(self, model, tokenizer, env: Environment, limits: EpisodeLimits) -> None:
-        self.model, self.tokenizer, self.env, self.limits = model, tokenizer, env, limits
+    def __init__(self, model, tokenizer, env: Environment, limits: EpisodeLimits, engine=None) -> None:
+        self.model, self.tokenizer, self.env, self.limits, self.engine = model, tokenizer, env, limits, engine
 
     def generate(self, prompts, n: int, sampling) -> list:
         from .rollout.base import as_rows, render_prompt
@@ -228,22 +230,26 @@ class EpisodeEngine:
                            [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat),
                              **({"messages": r.task["messages"]} if "messages" in r.task else
                                 {"messages": [{"role": "user", "content": r.prompt}]} if sampling.chat else {})}
-                            for r in rows for _ in range(n)], sampling, self.limits)
+                            for r in rows for _ in range(n)], sampling, self.limits, engine=self.engine)
         return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
                 for k, r in enumerate(rows)]
 
     @classmethod
-    def of(cls, rl, model, tokenizer) -> "EpisodeEngine":
-        """The engine a run's `grpo` section asks for: its environment (`grpo.environment`) and limits."""
+    def of(cls, rl, model, tokenizer, engine=None) -> "EpisodeEngine":
+        """The engine a run's `grpo` section asks for: its environment (`grpo.environment`) and limits, its
+        segments sampled by `engine` (None: hf on `model`)."""
         from .environments import ENVIRONMENTS
 
-        return cls(model, tokenizer, ENVIRONMENTS.get(rl.environment).from_config(rl), EpisodeLimits.of(rl))
+        return cls(model, tokenizer, ENVIRONMENTS.get(rl.environment).from_config(rl), EpisodeLimits.of(rl), engine)
 
-    def update_weights(self, model) -> None:  # samples from the very object being trained, as hf does
-        pass
+    def update_weights(self, model) -> None:
+        """hf samples from the very object being trained (nothing to push); another engine gets the weights."""
+        if self.engine is not None:
+            self.engine.update_weights(model)
 
     def close(self) -> None:
         getattr(self.env, "shutdown", lambda: None)()
+        getattr(self.engine, "close", lambda: None)()
 
 
 def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:

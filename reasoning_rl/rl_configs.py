@@ -136,7 +136,8 @@ class GRPOConfig(RLConfig):
                                   "update); 1 = one padded batch", min=1)
     environment: str = knob("", "multi-turn episodes with this environment (docs/tools.md; python: a sandboxed "
                                 "Python interpreter the model calls with a ```python block); empty = one completion "
-                                "per sample. Needs engine hf")
+                                "per sample. Needs engine hf, vllm or openai (segments sampled from token ids) and the "
+                                "synchronous loop (max_staleness 0)")
     max_turns: int = knob(4, "with environment: model segments per episode", min=1)
     max_tool_calls: int = knob(3, "with environment: tool calls per episode (a call past it ends the episode, not run)",
                                min=0)
@@ -176,9 +177,13 @@ class GRPOConfig(RLConfig):
             if self.environment not in ENVIRONMENTS:
                 raise ConfigError(f"grpo.environment: unknown environment {self.environment!r}; valid: "
                                   f"{', '.join(ENVIRONMENTS.names())}")
-            if self.engine != "hf":
-                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes on engine hf; got "
-                                  f"grpo.engine={self.engine!r}")
+            if self.engine == "worker":
+                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes on engine hf, vllm or "
+                                  f"openai; got grpo.engine={self.engine!r}")
+            if self.max_staleness:
+                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes in the synchronous loop; "
+                                  f"got grpo.max_staleness={self.max_staleness} (the async pipeline does not run "
+                                  f"episodes)")
 
 
 @dataclass(frozen=True)

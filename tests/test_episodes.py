@@ -11,6 +11,7 @@ import torch
 
 from reasoning_rl.environments import ENVIRONMENTS, Environment, PythonTool, Step
 from reasoning_rl.episodes import EpisodeLimits, run_episodes
+from tests.helpers.turns import EveryTurnIsACall
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -130,18 +131,6 @@ def test_the_registry_and_a_users_environment():
 
 
 # ------------------------------------------------------------------ token in, token out, on a real transformer
-class EveryTurnIsACall(Environment):
-    """Every segment is a complete call; the observation is a fixed text. Makes a random model take turns."""
-    name = "every-turn"
-    OBS = "\n[result: 17]\n"
-
-    def call_end(self, text):
-        return len(text) if text else None
-
-    def respond(self, states, segments):
-        return [Step(observation=self.OBS, tool_call=True, call=s) for s in segments]
-
-
 @pytest.fixture(scope="module")
 def tiny():
     from reasoning_rl import config
@@ -244,6 +233,70 @@ def test_a_failed_environment_ends_the_episode_for_masking(tiny):
     assert e.failure == "sandbox failed: died" and e.reason == "environment failed" and len(e.turns) == 1
 
 
+# ------------------------------------------------------------------ on another engine: token ids to a real server
+def test_episodes_on_an_openai_server_are_token_ids_in_and_token_ids_out(tiny):
+    """The openai engine continues each episode from its ids (a real HTTP server on loopback serving the same model,
+    as `vllm serve` takes a prompt of token ids): every request's prompt is the episode so far, token for token
+    (prompt, the server's segments, the observations' ids); the trainer's recomputation equals the server's
+    log-probs on model tokens; each request carries its own seed, so the episodes of one prompt differ."""
+    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+    from reasoning_rl.rollout import HFEngine
+    from reasoning_rl.rollout.openai import OpenAIEngine
+    from tests.helpers.openai_server import Server
+
+    model, tok = tiny
+    limits = EpisodeLimits(max_turns=3, max_tool_calls=2, max_episode_tokens=200)
+    with Server(HFEngine(model, tok)) as srv:
+        engine = OpenAIEngine(srv.url, "tiny", max_concurrency=2)
+        eps = run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "12+7="}] * 4, _sampling(),
+                           limits, engine=engine)
+    obs = tok(EveryTurnIsACall.OBS, add_special_tokens=False)["input_ids"]
+    sent = sorted(tuple(b["prompt"]) for b in srv.bodies)
+    want = []
+    for e in eps:  # turn t's request: the prompt, then every earlier segment followed by its observation
+        seg = [t["tokens"] for t in e.turns]
+        assert e.mask == [1] * seg[0] + [0] * len(obs) + [1] * seg[1] + [0] * len(obs) + [1] * seg[2]
+        assert e.ids[seg[0]:seg[0] + len(obs)] == obs and e.reason == "max_tool_calls"
+        cut = [0, seg[0] + len(obs), seg[0] + seg[1] + 2 * len(obs)]
+        want += [tuple(e.prompt_ids + e.ids[:c]) for c in cut]
+    assert sent == sorted(want)  # 12 requests: 4 episodes x 3 turns, each the exact sequence so far
+    assert all(b["stop_token_ids"] and b["n"] == 1 for b in srv.bodies)
+    assert len({b["seed"] for b in srv.bodies}) == len(srv.bodies)  # every request its own seed
+    assert len({tuple(e.ids) for e in eps}) > 1  # so one prompt's episodes are not copies of each other
+    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
+                     loss_masks=[e.mask for e in eps])
+    with torch.no_grad():
+        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    on = b.loss_mask.bool()
+    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+
+
+def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path):
+    """A GRPO run whose episodes the openai engine samples from a server on loopback holding its own copy of the
+    model: the trainer's weights are pushed to it each round, and the server's log-probs agree with the trainer's."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.models import build_tiny
+    from reasoning_rl.rollout import HFEngine
+    from reasoning_rl.trainers.grpo import train_grpo
+    from tests.helpers.openai_server import Server
+
+    served, tok = build_tiny(config.load(Config, overrides=RUN + ["seed=99"]))  # other weights until a push
+    overrides = RUN + ["grpo.environment=every-turn-test", f"output_dir={tmp_path}"]
+    ENVIRONMENTS.add("every-turn-test", EveryTurnIsACall, "tests")
+    try:
+        with Server(HFEngine(served.eval(), tok)) as srv:
+            cfg = config.load(Config, overrides=overrides + ["grpo.engine=openai", f"grpo.engine_url={srv.url}",
+                                                             "grpo.engine_model=tiny"])
+            history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    finally:
+        ENVIRONMENTS.remove("every-turn-test")
+    assert srv.reloads == 2  # the start's weights, then those of update 1 before round 2
+    assert all(isinstance(b["prompt"], list) for b in srv.bodies)  # every segment sampled from token ids
+    assert all(h["tools/calls_per_sample"] > 0 and h["tools/turns_per_sample"] > 1 for h in history)
+    assert all(h["rollout/mismatch_kl"] < 1e-6 and "loss/policy" in h for h in history)
+
+
 # ------------------------------------------------------------------ in the training loop
 RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2", "grpo.prompts_per_step=4",
        "grpo.group_size=4", "grpo.filter_mixed=false", "eval.size=4", "grpo.train_prompts=16",
@@ -308,8 +361,11 @@ def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
 
     with pytest.raises(ConfigError, match="grpo.environment: unknown environment 'nope'; valid: .*python"):
         config.load(Config, overrides=["grpo.environment=nope"])
-    with pytest.raises(ConfigError, match="runs its episodes on engine hf"):
+    with pytest.raises(ConfigError, match="runs its episodes on engine hf, vllm or openai; got grpo.engine='worker'"):
         config.load(Config, overrides=["grpo.environment=python", "grpo.engine=worker"])
+    with pytest.raises(ConfigError, match="runs its episodes in the synchronous loop; got grpo.max_staleness=1"):
+        config.load(Config, overrides=["grpo.environment=python", "grpo.engine=openai", "grpo.engine_url=http://x/v1",
+                                       "grpo.engine_model=m", "grpo.max_staleness=1"])
     cfg = config.load(Config, overrides=RUN + ["grpo.environment=python", "grpo.steps=1", f"output_dir={tmp_path}"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)  # random weights write no ```python block: one turn each
     assert history[0]["tools/turns_per_sample"] == 1.0 and history[0]["tools/failure_rate"] == 0.0

@@ -1,9 +1,5 @@
 """The `openai` engine against a real HTTP server on loopback that serves the tiny model
 (through the hf engine) with the OpenAI completions schema, vLLM-style token ids."""
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from reasoning_rl import config
@@ -11,53 +7,7 @@ from reasoning_rl.configs import Config
 from reasoning_rl.models import build_tiny
 from reasoning_rl.rollout import HFEngine, SamplingConfig, logprob_mismatch
 from reasoning_rl.rollout.openai import OpenAIEngine, RolloutError
-
-
-class Server:
-    def __init__(self, engine, fail_first: int = 0):
-        self.engine, self.fail_first, self.calls = engine, fail_first, 0
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.calls += 1
-                    fail = outer.calls <= outer.fail_first
-                    if not fail:
-                        g = outer.engine.generate([body["prompt"]], body["n"], SamplingConfig(
-                            temperature=body["temperature"], max_tokens=body["max_tokens"], seed=body.get("seed"),
-                            stop=tuple(body.get("stop", ()))))[0]
-                if fail:
-                    self.send_response(500)
-                    self.end_headers()
-                    self.wfile.write(b"overloaded")
-                    return
-                choices = [{"index": i, "text": s.text, "finish_reason": s.finish_reason,
-                            "logprobs": {"tokens": [f"token_id:{t}" for t in s.token_ids],
-                                         "token_logprobs": list(s.logprobs)}} for i, s in enumerate(g.samples)]
-                data = json.dumps({"choices": choices}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *e):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.helpers.openai_server import Server
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,12 @@ def test_vllm_engine_groups_logprobs_and_weight_push(tmp_path):
     # pushed weights change the engine's output, and its log-probs then match the pushed model
     assert r["greedy_before"] != r["greedy_after"]
     assert r["mismatch_after_push"]["rollout/logprob_mismatch_max"] < 1e-3
+    # multi-turn episodes sampled by vLLM from token ids: masks and observations in place, log-probs the trainer's
+    ep = r["episodes"]
+    assert all(x["mask_ok"] and x["obs_ok"] and x["lps_ok"] for x in ep["structure"])
+    assert any(x["turns"] > 1 for x in ep["structure"]) and ep["observation_tokens"] > 0
+    assert ep["distinct"] > 1  # one prompt's episodes, each request seeded apart
+    assert ep["mismatch_max"] < 1e-3
 
 
 @pytest.mark.slow
@@ -69,12 +75,14 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
 
     from reasoning_rl import config
     from reasoning_rl.configs import Config
+    from reasoning_rl.environments import ENVIRONMENTS
     from reasoning_rl.evaluate import greedy_complete
     from reasoning_rl.models import build_tiny
     from reasoning_rl.rollout import SamplingConfig, logprob_mismatch
     from reasoning_rl.rollout.openai import OpenAIEngine
     from reasoning_rl.rollout.vllm_server import local_vllm_server
     from reasoning_rl.trainers.grpo import train_grpo
+    from tests.helpers.turns import EveryTurnIsACall
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
     model.save_pretrained(tmp_path / "model")
@@ -118,4 +126,15 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
         assert [h["rollout/staleness_max"] for h in history] == [0, 1, 1]
         assert ["time/push" in h for h in history] == [False, False, True]  # version 1, for round 3
         assert all(h["rollout/is_weight_max"] <= cfg.grpo.is_max for h in history)
+
+        # multi-turn episodes against the same server: each segment sampled from the episode's token ids
+        ENVIRONMENTS.add("every-turn-vllm", EveryTurnIsACall, "tests")
+        try:
+            cfg = grpo_cfg("episodes", "grpo.environment=every-turn-vllm", "grpo.max_turns=3", "grpo.max_tool_calls=2",
+                           "grpo.max_episode_tokens=40", "grpo.steps=2", "grpo.eval_every=2")
+            history, _, _ = train_grpo(cfg, log=lambda *_: None)
+        finally:
+            ENVIRONMENTS.remove("every-turn-vllm")
+        assert all(h["tools/calls_per_sample"] > 0 and h["tools/turns_per_sample"] > 1 for h in history)
+        assert all(h["rollout/mismatch_kl"] < 1e-4 for h in history)  # pushed every round: the trainer's weights
 

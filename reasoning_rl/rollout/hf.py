@@ -7,7 +7,8 @@ A completion ends at EOS (kept as its last token, finish "stop"), at a stop stri
 (cut before it, finish "stop"), or at `max_tokens` (finish "length").
 
 Sampling runs in `decode.sample`, which drops each row from the batch and the KV cache as it
-finishes; `generate` is used only when stop strings are asked for.
+finishes; `generate` is used only when stop strings are asked for. `continue_ids` samples one
+segment after each of several token sequences (a multi-turn episode's next turn, episodes.py).
 
 A group's prompt is run through the model once and its KV cache copied for each sample.
 
@@ -59,6 +60,22 @@ class HFEngine:
         for k, r in enumerate(rows):
             groups.append(Group(r.prompt_id, r.prompt, r.task, samples[k * n:(k + 1) * n]))
         return groups
+
+    def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
+                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+        """One segment after each token sequence, in one batch: its ids up to and including the first of `stops`
+        (or `max_new` of them) and their log-probs. Draws from torch's global generator (`seeds` are for engines
+        that seed each request; the caller seeds torch)."""
+        import torch
+
+        tok, model = self.tokenizer, self.model
+        width = max(map(len, seqs))
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in seqs], device=model.device)
+        attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
+        out, logp, lengths = decode.sample(model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature,
+                                           top_p=sampling.top_p, top_k=sampling.top_k)
+        return [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
 
     def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:
         """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py)."""

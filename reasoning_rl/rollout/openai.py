@@ -16,6 +16,11 @@ development endpoints (`vllm serve` with VLLM_SERVER_DEV_MODE=1): POST /collecti
 parallel included), then POST /reset_prefix_cache. Without `weights_dir`, `update_weights`
 raises instead of letting a trainer sample from a stale policy unawares.
 
+`continue_ids(seqs, max_new, stops, sampling, seeds)` sends token ids as the prompt (a list of ints, which
+vLLM's completions endpoint takes) with `stop_token_ids`, for multi-turn episodes (episodes.py): the server
+continues the exact sequence, nothing is decoded and encoded again. A server that answers without token ids
+is refused in one line.
+
 Not here: NCCL/IPC weight transfer (vLLM's /init_weight_transfer_engine family; GPU only).
 """
 from __future__ import annotations
@@ -134,6 +139,34 @@ class OpenAIEngine:
             finish = "length" if c.get("finish_reason") == "length" else "stop"
             samples.append(Sample(c.get("text", ""), tuple(ids), tuple(lp.get("token_logprobs") or []), finish))
         return Group(row.prompt_id, row.prompt, row.task, samples)
+
+    def _continue(self, seq: Sequence[int], max_new: int, stops: Sequence[int], s: SamplingConfig,
+                  seed: int | None) -> tuple[list[int], list[float]]:
+        payload = {"model": self.model, "prompt": list(seq), "n": 1, "max_tokens": max_new, "temperature": s.temperature,
+                   "top_p": s.top_p, "logprobs": 1, "return_tokens_as_token_ids": True, "stop_token_ids": list(stops),
+                   "skip_special_tokens": False}
+        if s.top_k:
+            payload["top_k"] = s.top_k
+        if seed is not None:
+            payload["seed"] = seed
+        choices = self._post(payload).get("choices") or [{}]
+        lp = choices[0].get("logprobs") or {}
+        tokens = lp.get("tokens")
+        if not tokens and choices[0].get("text"):
+            raise RolloutError("openai engine: the server answered a token-id prompt without token ids "
+                               "(logprobs.tokens); multi-turn episodes need them (vLLM's return_tokens_as_token_ids)")
+        ids, lps = self._ids(tokens or []), list(lp.get("token_logprobs") or [])
+        if len(lps) != len(ids):
+            raise RolloutError(f"openai engine: {len(ids)} token ids but {len(lps)} log-probs in one answer")
+        return ids, lps
+
+    def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
+                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+        """One segment after each token sequence (one request each, `max_concurrency` at a time): its ids up to and
+        including the first of `stops` (or `max_new` of them) and their log-probs; `seeds[i]` seeds request i."""
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as ex:
+            return list(ex.map(lambda i: self._continue(seqs[i], max_new, stops, sampling,
+                                                        seeds[i] if seeds else None), range(len(seqs))))
 
     def generate(self, prompts: Sequence[PromptRow | dict | str], n: int, sampling: SamplingConfig) -> list[Group]:
         if n < 1:

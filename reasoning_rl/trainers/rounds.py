@@ -61,6 +61,10 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         return EpisodeEngine.of(rl, model, tok)
     else:
         return HFEngine(model, tok)
+    if getattr(rl, "environment", ""):  # multi-turn episodes whose segments vllm or openai samples from token ids
+        from ..episodes import EpisodeEngine
+
+        engine = EpisodeEngine.of(rl, model, tok, engine)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
     return engine
 

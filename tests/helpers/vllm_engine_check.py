@@ -5,7 +5,9 @@
 Builds the tiny model in code, saves it, starts `VLLMEngine` on it, and writes a JSON report:
 shapes and finish reasons, the engine's log-probabilities against a `transformers`
 recomputation (at T=1 and T=0.7), and whether a weight push changes the engine's output and
-keeps the log-probabilities in agreement with the pushed model. `tests/test_rollout_vllm.py`
+keeps the log-probabilities in agreement with the pushed model; then multi-turn episodes whose segments the
+engine samples from token ids (`continue_ids`): their ids and masks, and the log-probs on model tokens against
+the recomputation. `tests/test_rollout_vllm.py`
 runs it and asserts on the report. Not a pytest module (vLLM needs its own environment).
 """
 from __future__ import annotations
@@ -62,8 +64,41 @@ def main(out_path: str) -> None:
     report["greedy_before"], report["greedy_after"] = before, after
     pushed = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=2))
     report["mismatch_after_push"] = logprob_mismatch(model, tok, pushed)
+    report["episodes"] = episodes(engine, model, tok)
     with open(out_path, "w") as f:
         json.dump(report, f, indent=1)
+
+
+def episodes(engine, model, tok) -> dict:
+    """Four episodes of one prompt, every segment answered by a fixed observation, sampled by `engine` from ids."""
+    import torch
+
+    from reasoning_rl.episodes import EpisodeLimits, run_episodes
+    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+    from reasoning_rl.rollout import SamplingConfig
+    from tests.helpers.turns import EveryTurnIsACall
+
+    eps = run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "12+7="}] * 4,
+                       SamplingConfig(temperature=1.0, max_tokens=6, seed=3),
+                       EpisodeLimits(max_turns=3, max_tool_calls=2, max_episode_tokens=100), engine=engine)
+    obs = tok(EveryTurnIsACall.OBS, add_special_tokens=False)["input_ids"]
+    structure = []
+    for e in eps:
+        seg = [t["tokens"] for t in e.turns]
+        want = [1] * seg[0]
+        for n in seg[1:]:
+            want += [0] * len(obs) + [1] * n
+        structure.append({"mask_ok": e.mask == want, "obs_ok": e.ids[seg[0]:seg[0] + len(obs)] == obs
+                          if len(seg) > 1 else True, "turns": len(seg), "reason": e.reason,
+                          "lps_ok": len(e.logprobs) == len(e.ids)})
+    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
+                     loss_masks=[e.mask for e in eps])
+    with torch.no_grad():
+        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    on = b.loss_mask.bool()
+    return {"structure": structure, "distinct": len({tuple(e.ids) for e in eps}),
+            "observation_tokens": int((b.c_mask.bool() & ~on).sum()),
+            "mismatch_max": float((lp[on] - b.logp_old[on]).abs().max())}
 
 
 if __name__ == "__main__":
