@@ -71,7 +71,7 @@ def _rates(pairs: list[tuple[bool, bool]]) -> dict:
 
 def cmd_calibrate(args) -> int:
     import verifiers
-    from verifiers.base import wants_prompt
+    from verifiers.base import wants_prompt, wants_truncation
     from reasoning_rl.types import Status
 
     names = args.verifier or ["math"]
@@ -85,8 +85,11 @@ def cmd_calibrate(args) -> int:
     with verifiers.VerifierPool(num_workers=args.workers, timeout=args.timeout) as pool:
         for n in names + ([reference] if reference else []):
             asks = wants_prompt(verifiers.get(n)) and all(args.prompt_col in r for r in rows)
+            cut = wants_truncation(verifiers.get(n))  # a row's finish_reason "length": cut at the token limit
             judged[n] = pool.run([verifiers.Call(n, str(r[args.pred_col]), r[args.gold_col],
-                                                 {"prompt": str(r[args.prompt_col])} if asks else {}) for r in rows])
+                                                 {**({"prompt": str(r[args.prompt_col])} if asks else {}),
+                                                  **({"truncated": True} if cut and r.get("finish_reason") == "length"
+                                                     else {})}) for r in rows])
     report = {}
     for n in names:
         pairs = [(bool(r[args.label_col]), v.status is Status.CORRECT) for r, v in zip(rows, judged[n])]
@@ -153,7 +156,8 @@ def add_parsers(sub, vsub, cmd, pos_int, pos_float) -> None:
 
     q = cmd(vsub, "calibrate", "accuracy, false-positive/negative rates and disagreements on a labelled file",
             "reasoning-rl verifiers calibrate --gold labelled.jsonl --verifier math --verifier math_verify")
-    q.add_argument("--gold", required=True, help="labelled file: gold, prediction, equivalent (+ category)")
+    q.add_argument("--gold", required=True, help="labelled file: gold, prediction, equivalent (+ category; a "
+                                                 "finish_reason of 'length' tells the verifiers the text was cut)")
     q.add_argument("--verifier", action="append",
                    help="verifier name (repeatable; two or more show disagreements; default: math)")
     q.add_argument("--gold-col", default="gold", help="the column holding the gold answer")

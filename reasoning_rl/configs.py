@@ -165,7 +165,8 @@ class EvalConfig:
     truncated: Literal["fail", "score"] = knob(
         "fail", "a completion cut at generation.max_tokens (no end of turn) in an evaluation: fail = never a pass, "
                 "whatever number it had written so far (a cut-off text often only restates the question's); score = "
-                "verified like any other. Its share is reported either way (eval/truncated)")
+                "verified, the verifier told it was cut (`math` then reads only an answer the text states). Its share "
+                "is reported either way (eval/truncated)")
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def _check(rep: Report, lines, task, old_name, new_name, opts, outcome, pool, lo
     texts = [checked_text(task["checked"], ln["task"].get("raw", ln["prompt"]), ln["text"]) for ln in lines]
     refs = [ln["task"].get("refs", {}).get(old_name, ln["task"].get("reference")) for ln in lines]
     reward = verifiers.Reward((verifiers.Term(new_name, 1.0, opts),), new_name)
-    new = [v[new_name] for v in reward.verify(texts, refs, [ln["prompt"] for ln in lines], pool=pool)]
+    new = [v[new_name] for v in reward.verify(texts, refs, [ln["prompt"] for ln in lines], pool=pool,
+                                              truncated=[ln.get("finish_reason") == "length" for ln in lines])]
     deterministic = verifiers.get(new_name).spec.deterministic
     for ln, v in zip(lines, new):
         old = ln["verdicts"].get(old_name)

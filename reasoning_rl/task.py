@@ -278,12 +278,14 @@ class Task:
     def checked_text(self, row: dict, completion: str) -> str:
         return checked_text(self.checked, row["raw"], completion)
 
-    def verify(self, reward: verifiers.Reward, rows: Sequence[dict], completions: Sequence[str], pool=None):
-        """Every term's verdicts for (row, completion) pairs: what training and evaluation both call."""
+    def verify(self, reward: verifiers.Reward, rows: Sequence[dict], completions: Sequence[str], pool=None,
+               truncated: Sequence[bool] | None = None):
+        """Every term's verdicts for (row, completion) pairs: what training and evaluation both call. `truncated`:
+        which completions were cut at their token limit (the `math` verifiers then read no fallback answer)."""
         texts = [self.checked_text(r, c) for r, c in zip(rows, completions)]
         term_refs = {t.verifier: [r["refs"].get(t.verifier, r["reference"]) for r in rows] for t in reward.terms}
         return reward.verify(texts, [r["reference"] for r in rows], [r["prompt"] for r in rows], pool=pool,
-                             term_references=term_refs)
+                             term_references=term_refs, truncated=truncated)
 
     def verify_groups(self, reward: verifiers.Reward, groups: Sequence[Group], pool=None) -> list[Group]:
         """Every sample of every group with its verdicts (one concurrent batch through the pool); a sample whose
@@ -295,7 +297,7 @@ class Task:
     def verify_samples(self, reward: verifiers.Reward, flat: Sequence[tuple], pool=None):
         """`verify` for (group, sample) pairs: each sample against its group's row (the group's task + prompt)."""
         return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
-                           pool=pool)
+                           pool=pool, truncated=[s.finish_reason == "length" for _, s in flat])
 
     def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
                  truncated: str = "fail") -> float:
@@ -325,7 +327,8 @@ class Task:
         completions and greedy multi-turn episodes (episodes.py) are both scored by. `failed`: the completion's
         environment failed, so it is never a pass."""
         failed = failed or [False] * len(rows)
-        verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool)]
+        verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool,
+                                                         truncated=cut)]
         ok = [bool(v.passed) and not (c and truncated == "fail") and not f for v, c, f in zip(verdicts, cut, failed)]
         passed = sum(ok)
         parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)

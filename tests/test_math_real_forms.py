@@ -128,3 +128,33 @@ SMALL_MODEL = [
 def test_small_model_shapes(gold, output, status):
     v = V.verify(output, gold)
     assert v.status is status, (v.status, v.detail)
+
+
+# (gold, output, cut at the token limit, status): a cut text states nothing unless it wrote its answer in an answer form
+CUT = [
+    ("30", "6 * 5 = 30\n\nSo, there are ", True, U),  # the computation before the cut is no statement
+    ("30", "6 * 5 = 30\n\nSo, there are ", False, C),  # the same text ended by the model: the last-number fallback
+    ("54", "Lena buys 6 bags * 9 coins = 54 coins", True, U),
+    ("140", "this would be 1 * 34/53 * 53 = 140.\nWe've rounded this", True, U),
+    ("30", "The answer is 30. Also, the shelves", True, C),  # stated before the cut
+    ("30", "So \\boxed{30}, and the shelves", True, C),
+    ("12", "#### 12\nThen Omar has", True, C),
+    ("\\frac{1}{2}", "We get $\\frac{1}{2}$ and then", True, U),  # the last math span is a fallback too
+]
+
+
+@pytest.mark.parametrize("gold,output,cut,status", CUT)
+def test_a_cut_completion_is_read_only_where_it_states_its_answer(gold, output, cut, status):
+    assert V.verify(output, gold, **({"truncated": True} if cut else {})).status is status
+    w = MV.verify(output, gold, **({"truncated": True} if cut else {}))
+    assert w.status is status or (not cut and status is C), (w.status, w.detail)
+
+
+def test_the_reward_tells_only_the_verifiers_that_read_it_of_the_cut():
+    """`exact` has no notion of a cut (an unknown option would be refused): it gets none; `math` does."""
+    reward = verifiers.Reward((verifiers.Term("math", 1.0), verifiers.Term("exact", 0.0)), outcome="math")
+    with verifiers.VerifierPool(num_workers=1) as pool:
+        got = reward.verify(["6 * 5 = 30\n\nSo, there are ", "30"], ["30", "30"], pool=pool, truncated=[True, True])
+    assert got[0]["math"].status is U and "cut at the token limit" in got[0]["math"].detail
+    # a cut "30": to `math`, a whole output read by a fallback (no answer stated); `exact` compares the text as it is
+    assert got[1]["math"].status is U and got[1]["exact"].status is C

@@ -60,6 +60,9 @@ class Verifier:
     # the reward passes the prompt (option `prompt`) to a verifier that needs it (spec.needs) or reads it to tell an
     # answer from a restatement of the question (`math`, `math_verify`)
     reads_prompt: bool = False
+    # the reward tells a verifier that reads it (option `truncated`) when the completion was cut at its token limit:
+    # `math` then reads only an answer the text states, never one a fallback reads into it
+    reads_truncation: bool = False
 
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
         raise NotImplementedError
@@ -83,6 +86,11 @@ def wants_prompt(verifier: Any) -> bool:
     """Is a verifier called with the prompt (option `prompt`)? When it reads it (`reads_prompt`) or needs it (spec).
     A plugin that does not subclass Verifier has no `reads_prompt`: only its spec decides."""
     return bool(getattr(verifier, "reads_prompt", False)) or "prompt" in verifier.spec.needs
+
+
+def wants_truncation(verifier: Any) -> bool:
+    """Is a verifier told (option `truncated=True`) that a completion was cut at its token limit?"""
+    return bool(getattr(verifier, "reads_truncation", False))
 
 
 def check_verifier(obj: Any) -> Verifier:

@@ -9,8 +9,11 @@ Verdicts:
   INCORRECT             a hedge ("A or B or C"), or an answer found only inside an echo of the prompt
   UNPARSEABLE, too      with the prompt given: a fallback answer (the closing statement's last number) that only
                         restates a number of the question, a closing statement that shares no word with the
-                        question (it talks about something else), or an arithmetic expression copied from the
-                        question where the reference is a number ("77 + 42" for "What is 77 + 42?")
+                        question (it talks about something else), or an expression copied from the question
+                        ("77 + 42" for "What is 77 + 42?", "\\sqrt{704}" for "Simplify $\\sqrt{704}$.")
+  UNPARSEABLE, too      with option truncated=True (the completion was cut at its token limit; the reward says so):
+                        any answer a fallback would read (the last number, the last math span, the whole output),
+                        since a cut text states nothing; a box, a marker or an answer phrase still counts
 
 Several boxed answers that are all equal in value (`\\boxed{5/2}` ... Final Answer: `\\boxed{\\frac{5}{2}}`, a mixed
 number and its improper fraction) are one answer (path "equal boxes"); several that differ stay a hedge.
@@ -100,8 +103,10 @@ def _squash(s: str) -> str:
 
 class MathVerifier(Verifier):
     name = "math"
-    version = "3"  # 3: a prompt under four characters or a bare number is no longer taken out as an echo
+    version = "3"  # 3: a prompt under four characters or a bare number is no longer taken out as an echo; any
+    # expression the prompt holds is a restatement; a truncated completion (option `truncated`) has no fallback
     reads_prompt = True
+    reads_truncation = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=5.0,
                         description="final answer equivalent to the reference (numbers, expressions, equations, "
                                     "sets, intervals, matrices, choices)")
@@ -153,6 +158,8 @@ class MathVerifier(Verifier):
                 answer, how = ", ".join(boxes), "boxed list"
         if answer is None:
             return Verdict.unparseable(detail=how)
+        if options.get("truncated") and how not in STATED_PATHS:
+            return Verdict.unparseable(detail=f"cut at the token limit, and the {how} of a cut text states nothing")
         if prompt and str(prompt).strip():
             refused = _fallback_refused(output, answer, how, str(prompt))
             if refused:

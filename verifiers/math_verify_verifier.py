@@ -17,7 +17,11 @@ Two guards before math-verify's comparison, because as a reward it pays a policy
     judged equal to 120);
   - with the prompt given (the reward passes it), an extracted expression that the prompt already holds
     ("77 + 42" for "What is 77 + 42?", "\\sqrt{704}" for "Simplify $\\sqrt{704}$.", the inequality a question asks
-    to solve) restates the question: math-verify evaluates it and would pay the echo. Both are UNPARSEABLE, as the `math` verifier scores them. What math-verify still accepts
+    to solve) restates the question: math-verify evaluates it and would pay the echo;
+  - with `truncated=True` (the completion was cut at its token limit), an answer the text does not state in an
+    answer form (a box, ####, an answer phrase: `math`'s extraction decides) is no answer: math-verify would read
+    the last number of the cut text.
+All are UNPARSEABLE, as the `math` verifier scores them. What math-verify still accepts
     that `math` does not is listed in docs/verifiers.md.
 
 Not here: our own extraction rules (that is the `math` verifier); this one is math-verify as it is.
@@ -30,7 +34,7 @@ from typing import Any
 from reasoning_rl.types import Status, Verdict
 
 from .base import Verifier, VerifierSpec
-from .math_extract import boxed_answers, restates_expression
+from .math_extract import STATED_PATHS, boxed_answers, extract_answer, restates_expression
 
 
 def _quiet() -> None:
@@ -43,16 +47,20 @@ def _quiet() -> None:
 
 class MathVerifyVerifier(Verifier):
     name = "math_verify"
-    version = "3"  # 3: the reference read as LaTeX first; a restated expression of any kind is no answer
+    version = "3"  # 3: the reference read as LaTeX first; a restated expression of any kind is no answer; a truncated
+    # completion (option `truncated`) with no answer stated is none
     reads_prompt = True
+    reads_truncation = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=10.0,
                         description="Hugging Face math-verify's extraction and sympy comparison (its signal "
                                     "timeouts off; the runtime's wall clock bounds each call)")
 
     def verify(self, completion: str, reference: Any = None, **options: Any) -> Verdict:
         prompt = options.pop("prompt", None)
+        truncated = options.pop("truncated", False)
         if options:
-            raise ValueError(f"math_verify: unknown option {next(iter(options))!r}; valid: ['timeout', 'prompt']")
+            raise ValueError(f"math_verify: unknown option {next(iter(options))!r}; valid: ['timeout', 'prompt', "
+                             f"'truncated']")
         from math_verify import parse, verify
 
         _quiet()
@@ -67,6 +75,9 @@ class MathVerifyVerifier(Verifier):
         boxes = boxed_answers(str(completion))
         if boxes and not boxes[-1].strip():
             return Verdict.unparseable(detail="an empty \\boxed{} (math-verify would read the expression before it)")
+        if truncated and extract_answer(str(completion))[1] not in STATED_PATHS:
+            return Verdict.unparseable(detail="cut at the token limit with no answer stated (math-verify would read "
+                                              "the last number of the cut text)")
         pred = parse(str(completion), parsing_timeout=None)
         if not pred:
             return Verdict.unparseable(detail="math-verify extracted no answer")

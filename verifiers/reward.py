@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reasoning_rl.types import Verdict
 
-from .base import wants_prompt
+from .base import wants_prompt, wants_truncation
 from .registry import get
 from .runtime import Call, VerifierPool, default_pool
 
@@ -55,9 +55,11 @@ class Reward:
 
     def verify(self, completions: Sequence[str], references: Sequence[Any], prompts: Sequence[str] | None = None,
                pool: VerifierPool | None = None,
-               term_references: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Verdict]]:
+               term_references: Mapping[str, Sequence[Any]] | None = None,
+               truncated: Sequence[bool] | None = None) -> list[dict[str, Verdict]]:
         """Every term's verdict for every completion (one concurrent batch). `term_references` gives a term its own
-        references (another column of the rows); the others check against `references`."""
+        references (another column of the rows); the others check against `references`. `truncated`: which
+        completions were cut at their token limit (told to the verifiers that read it, `reads_truncation`)."""
         pool = pool or default_pool()
         if len(completions) != len(references):
             raise ValueError(f"reward: {len(completions)} completions but {len(references)} references")
@@ -71,6 +73,8 @@ class Reward:
                 opts = dict(t.options)
                 if prompts is not None and "prompt" not in opts and _wants_prompt(t.verifier):
                     opts["prompt"] = prompts[i]
+                if truncated is not None and truncated[i] and wants_truncation(get(t.verifier)):
+                    opts["truncated"] = True
                 calls.append(Call(t.verifier, c, own[t.verifier][i] if t.verifier in own else r, opts))
         flat = pool.run(calls)
         k = len(self.terms)
