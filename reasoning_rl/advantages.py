@@ -191,19 +191,24 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamm
         lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation over right-padded responses.
 
-    rewards, values, mask: (B, T); mask is 1 on response tokens and 0 on the padding after them (a
-    contiguous prefix per row). V(s_{T+1}) = 0 past each response's last token.
-        delta_t = r_t + gamma V_{t+1} m_{t+1} - V_t   (zero on padding)
+    rewards, values, mask: (B, T); mask is 1 on the policy's tokens and 0 on the padding after them, and on
+    the observation tokens of a multi-turn episode (holes). V(s_{T+1}) = 0 past each response's last token.
+        delta_t = r_t + gamma V_{t'} - V_t            (t' the next policy token; zero on padding)
         A_t     = sum_l (gamma lam)^l delta_{t+l}     (a discounted reverse cumsum: padding deltas are 0,
                                                       so the sum stops at each response's end by itself)
-    Returns (A, returns), both (B, T) and zero on padding; returns = A + V is the critic's target G_t.
+    Observation tokens are not steps of the policy: each row's policy tokens are moved together (in order),
+    the recursion runs over them, and the results go back to their positions (zero on the holes), so the
+    last token of a turn bootstraps from the first token of the next turn.
+    Returns (A, returns), both (B, T) and zero off the mask; returns = A + V is the critic's target G_t.
     """
     if not (rewards.shape == values.shape == mask.shape) or rewards.dim() != 2:
         raise ValueError(f"gae: shapes differ or are not (B, T): rewards {tuple(rewards.shape)}, "
                          f"values {tuple(values.shape)}, mask {tuple(mask.shape)}")
     m = mask.to(values.dtype)
-    if (m[:, 1:] > m[:, :-1]).any():
-        raise ValueError("gae: mask must be right-padded (1s then 0s in every row)")
+    if (m[:, 1:] > m[:, :-1]).any():  # holes: the policy's tokens first, in their order, then run as padded rows
+        order = torch.argsort((m == 0).to(torch.int8), dim=1, stable=True)  # (B, T)
+        A_c, G_c = gae(rewards.gather(1, order), values.gather(1, order), m.gather(1, order), gamma=gamma, lam=lam)
+        return (torch.zeros_like(A_c).scatter(1, order, A_c), torch.zeros_like(G_c).scatter(1, order, G_c))
     v_next = torch.cat([values[:, 1:] * m[:, 1:], values.new_zeros(values.shape[0], 1)], dim=1)  # (B, T)
     delta = (rewards + gamma * v_next - values) * m
     A = discounted_reverse_cumsum(delta, gamma * lam) * m

@@ -23,8 +23,7 @@ itself (`Step.failed`) ends it and marks the sample for masking (`Episode.failur
 Not here: the environment (environments.py), verification (the task's verifiers read `Sample.text`, the model's own
 words: an answer a program printed counts only once the model writes it), the loss (trainers/grpo_batch.py).
 Deliberately simple: each turn re-encodes the episode's whole prefix (no KV cache kept across turns).
-Not here either: an environment's turns in PPO (refused), in the async pipeline (untested) or on the `worker`
-engine (refused).
+Not here either: an environment's turns on the `worker` engine (refused).
 """
 from __future__ import annotations
 

@@ -107,20 +107,20 @@ METRICS: tuple[Metric, ...] = (
     Metric("sandbox/wall_s", "seconds", BOTH, "wall time spent in the sandbox this round"),
     Metric("sandbox/leftover_processes", "processes", BOTH,
            "processes left in the sandbox's control groups after the round (should be 0)"),
-    # multi-turn episodes (grpo.environment)
-    Metric("tools/calls_per_sample", "calls", "grpo", "tool calls per episode this round"),
-    Metric("tools/program_error_rate", "fraction", "grpo", "calls whose program raised or ran past a limit (shown to "
+    # multi-turn episodes (grpo.environment, ppo.environment)
+    Metric("tools/calls_per_sample", "calls", BOTH, "tool calls per episode this round"),
+    Metric("tools/program_error_rate", "fraction", BOTH, "calls whose program raised or ran past a limit (shown to "
                                                           "the model as a REPL would)"),
-    Metric("tools/failure_rate", "fraction", "grpo", "episodes whose environment itself failed (masked ERROR)"),
-    Metric("tools/turns_per_sample", "turns", "grpo", "model segments per episode"),
-    Metric("tools/truncated", "fraction", "grpo", "episodes that reached grpo.max_episode_tokens (finish 'length')"),
+    Metric("tools/failure_rate", "fraction", BOTH, "episodes whose environment itself failed (masked ERROR)"),
+    Metric("tools/turns_per_sample", "turns", BOTH, "model segments per episode"),
+    Metric("tools/truncated", "fraction", BOTH, "episodes that reached max_episode_tokens (finish 'length')"),
     Metric("tools/void", "fraction", "grpo", "episodes of the batch that ended on a void turn (no tool call, no "
                                              "answer the outcome verifier read); left out of the loss with "
                                              "grpo.void_turns filter"),
-    Metric("tools/template_mismatch", "fraction", "grpo", "episodes whose ids are not apply_chat_template of their "
-                                                          "whole conversation (grpo.tool_format chat; the archive's "
+    Metric("tools/template_mismatch", "fraction", BOTH, "episodes whose ids are not apply_chat_template of their "
+                                                          "whole conversation (tool_format chat; the archive's "
                                                           "last turn gives the first differing position)"),
-    Metric("time/tools", "seconds", "grpo", "tool time this round, summed over calls (they run concurrently)"),
+    Metric("time/tools", "seconds", BOTH, "tool time this round, summed over calls (they run concurrently)"),
     # time
     Metric("time/rollout", "seconds", BOTH, "generation time this round"),
     Metric("time/verify", "seconds", BOTH, "verification time on the round's critical path"),
@@ -142,7 +142,7 @@ METRICS: tuple[Metric, ...] = (
                                             "(a box, ####, an answer phrase; the math verifier's states_answer), "
                                             "not read into them by a fallback such as the last number"),
     Metric("eval/accuracy_stated", "fraction", BOTH, "held-out accuracy among completions that state their answer"),
-    Metric("eval/tool_calls", "calls", "grpo", "with grpo.environment: tool calls per held-out episode (greedy)"),
+    Metric("eval/tool_calls", "calls", BOTH, "with an environment: tool calls per held-out episode (greedy)"),
     Metric("eval/truncated", "fraction", BOTH, "held-out completions cut at generation.max_tokens (no end of turn); "
                                                "with eval.truncated fail (the default) none of them is a pass"),
 )

@@ -85,6 +85,22 @@ class RLConfig:
     control: Literal["", "shuffled_rewards"] = knob(
         "", "an ablation, not for training: shuffled_rewards gives every sample the verdicts of a random sample of "
             "its round (same reward distribution, no signal; the archive then holds the shuffled verdicts)")
+    environment: str = knob("", "multi-turn episodes with this environment (docs/tools.md; python: a sandboxed "
+                                "Python interpreter the model calls with a ```python block); empty = one completion "
+                                "per sample. Needs engine hf, vllm or openai (segments sampled from token ids; with "
+                                "openai also in async rounds, max_staleness)")
+    max_turns: int = knob(4, "with environment: model segments per episode", min=1)
+    max_tool_calls: int = knob(3, "with environment: tool calls per episode (a call past it ends the episode, not run)",
+                               min=0)
+    max_episode_tokens: int = knob(512, "with environment: tokens after the prompt, the model's and the observations' "
+                                        "together; an episode reaching it is truncated (finish 'length') and ends",
+                                   min=1)
+    tool_wall_s: float = knob(5.0, "with environment python: wall and CPU seconds of each tool call", min=0.1)
+    tool_format: Literal["text", "chat"] = knob(
+        "text", "with environment: how an observation joins the episode. text: appended to the model's turn as it "
+                "is (any model); chat: the model ends its turn, the observation comes as the chat template's tool "
+                "message followed by the next assistant header (needs the chat template), and each episode's ids "
+                "are checked against apply_chat_template of the whole conversation (tools/template_mismatch)")
 
     def __post_init__(self) -> None:  # cross-field rules, checked when the config is built, not mid-run
         if self.engine == "openai" and not (self.engine_url and self.engine_model):
@@ -97,6 +113,16 @@ class RLConfig:
         if self.max_staleness and self.push_every != 1:
             raise ConfigError(f"{self.SECTION}.push_every={self.push_every} with max_staleness={self.max_staleness}: "
                               "max_staleness already sets how old the sampling weights are; leave push_every at 1")
+        if self.environment:
+            from .environments import ENVIRONMENTS, load_plugins
+
+            load_plugins()
+            if self.environment not in ENVIRONMENTS:
+                raise ConfigError(f"{self.SECTION}.environment: unknown environment {self.environment!r}; valid: "
+                                  f"{', '.join(ENVIRONMENTS.names())}")
+            if self.engine == "worker":
+                raise ConfigError(f"{self.SECTION}.environment={self.environment!r} runs its episodes on engine hf, "
+                                  f"vllm or openai; got {self.SECTION}.engine={self.engine!r}")
 
     SECTION: ClassVar[str] = "rl"
 
@@ -134,23 +160,6 @@ class GRPOConfig(RLConfig):
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
                                   "length, each padded only to its own longest (gradients accumulate to the same "
                                   "update); 1 = one padded batch", min=1)
-    environment: str = knob("", "multi-turn episodes with this environment (docs/tools.md; python: a sandboxed "
-                                "Python interpreter the model calls with a ```python block); empty = one completion "
-                                "per sample. Needs engine hf, vllm or openai (segments sampled from token ids) and the "
-                                "synchronous loop (max_staleness 0)")
-    max_turns: int = knob(4, "with environment: model segments per episode", min=1)
-    max_tool_calls: int = knob(3, "with environment: tool calls per episode (a call past it ends the episode, not run)",
-                               min=0)
-    max_episode_tokens: int = knob(512, "with environment: tokens after the prompt, the model's and the observations' "
-                                        "together; an episode reaching it is truncated (finish 'length') and ends",
-                                   min=1)
-    tool_wall_s: float = knob(5.0, "with environment python: wall and CPU seconds of each tool call", min=0.1)
-    tool_format: Literal["text", "chat"] = knob(
-        "text", "with environment: how an observation joins the episode. text: appended to the model's turn as it "
-                "is (any model); chat: the model ends its turn, the observation comes as the chat template's tool "
-                "message followed by the next assistant header (needs the chat template), and each episode's ids "
-                "are checked against apply_chat_template of the whole conversation (tools/template_mismatch)")
-
     void_turns: Literal["keep", "filter"] = knob(
         "keep", "with environment: an episode that ends on a void turn (no tool call, and no answer the outcome "
                 "verifier can read) stays in the loss (keep) or is left out of it, its group's advantages "
@@ -170,20 +179,6 @@ class GRPOConfig(RLConfig):
             raise ConfigError(f"grpo.pass_k: value {self.pass_k} is above grpo.group_size ({self.group_size})")
         if self.loss_type == "cispo" and self.ratio_level == "sequence":
             raise ConfigError("grpo.loss_type=cispo weighs each token: grpo.ratio_level must be token")
-        if self.environment:
-            from .environments import ENVIRONMENTS, load_plugins
-
-            load_plugins()
-            if self.environment not in ENVIRONMENTS:
-                raise ConfigError(f"grpo.environment: unknown environment {self.environment!r}; valid: "
-                                  f"{', '.join(ENVIRONMENTS.names())}")
-            if self.engine == "worker":
-                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes on engine hf, vllm or "
-                                  f"openai; got grpo.engine={self.engine!r}")
-            if self.max_staleness:
-                raise ConfigError(f"grpo.environment={self.environment!r} runs its episodes in the synchronous loop; "
-                                  f"got grpo.max_staleness={self.max_staleness} (the async pipeline does not run "
-                                  f"episodes)")
 
 
 @dataclass(frozen=True)

@@ -251,9 +251,32 @@ def test_blocked_discounted_cumsum_equals_the_sum(B, T, chunk, c, seed):
     assert torch.allclose(y, ref, atol=1e-9)
 
 
-def test_gae_refuses_a_mask_with_holes():
-    with pytest.raises(ValueError, match="right-padded"):
-        gae(torch.zeros(1, 3), torch.zeros(1, 3), torch.tensor([[1.0, 0.0, 1.0]]))
+@given(batch=token_batches(), gamma=st.floats(0, 1), lam=st.floats(0, 1), holes=st.lists(st.integers(0, 8), max_size=4),
+       junk=st.floats(-5, 5))
+@settings(max_examples=60, deadline=None)
+def test_gae_skips_the_holes_of_a_multi_turn_mask(batch, gamma, lam, holes, junk):
+    """Observation tokens (0s inside a response) are not steps: the advantages and returns on the policy's tokens
+    equal those of the same rows with the observation columns taken out, and are 0 on the holes."""
+    r, v, m = batch
+    keep = list(range(r.shape[1]))
+    for h in sorted(holes):  # insert a hole column (junk reward and value) before column h of the original
+        keep.insert(min(h, len(keep)), -1)
+    cols = [k for k in keep]
+    R = torch.stack([r[:, k] if k >= 0 else torch.full((r.shape[0],), junk) for k in cols], 1)
+    V = torch.stack([v[:, k] if k >= 0 else torch.full((r.shape[0],), -junk) for k in cols], 1)
+    M = torch.stack([m[:, k] if k >= 0 else torch.zeros(r.shape[0]) for k in cols], 1)
+    A, G = gae(R, V, M, gamma=gamma, lam=lam)
+    A0, G0 = gae(r, v, m, gamma=gamma, lam=lam)
+    real = torch.tensor([k >= 0 for k in cols])
+    assert torch.allclose(A[:, real], A0, atol=1e-8) and torch.allclose(G[:, real], G0, atol=1e-8)
+    assert (A[:, ~real] == 0).all() and (G[:, ~real] == 0).all()
+
+
+def test_gae_across_an_observation_worked_example():
+    # turn 1 (2 tokens), an observation (1 token, its value ignored), turn 2 (2 tokens); reward 1 at the end
+    r, v = torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0]]), torch.tensor([[0.1, 0.2, 9.0, 0.3, 0.4]])
+    A, _ = gae(r, v, torch.tensor([[1.0, 1.0, 0.0, 1.0, 1.0]]), gamma=1.0, lam=1.0)
+    assert torch.allclose(A, torch.tensor([[0.9, 0.8, 0.0, 0.7, 0.6]]))
 
 
 @settings(max_examples=40, deadline=None)

@@ -271,9 +271,11 @@ def test_episodes_on_an_openai_server_are_token_ids_in_and_token_ids_out(tiny):
     assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
 
 
-def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path):
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path, staleness):
     """A GRPO run whose episodes the openai engine samples from a server on loopback holding its own copy of the
-    model: the trainer's weights are pushed to it each round, and the server's log-probs agree with the trainer's."""
+    model: the trainer's weights are pushed to it, and the server's log-probs agree with the weights that sampled.
+    With max_staleness 1 the episodes of round t+1 are made while update t runs (the async pipeline)."""
     from reasoning_rl import config
     from reasoning_rl.configs import Config
     from reasoning_rl.models import build_tiny
@@ -287,14 +289,22 @@ def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path):
     try:
         with Server(HFEngine(served.eval(), tok)) as srv:
             cfg = config.load(Config, overrides=overrides + ["grpo.engine=openai", f"grpo.engine_url={srv.url}",
-                                                             "grpo.engine_model=tiny"])
+                                                             "grpo.engine_model=tiny", f"grpo.max_staleness={staleness}",
+                                                             "grpo.steps=3"])
             history, _, _ = train_grpo(cfg, log=lambda *_: None)
     finally:
         ENVIRONMENTS.remove("every-turn-test")
-    assert srv.reloads == 2  # the start's weights, then those of update 1 before round 2
     assert all(isinstance(b["prompt"], list) for b in srv.bodies)  # every segment sampled from token ids
     assert all(h["tools/calls_per_sample"] > 0 and h["tools/turns_per_sample"] > 1 for h in history)
-    assert all(h["rollout/mismatch_kl"] < 1e-6 and "loss/policy" in h for h in history)
+    assert all("loss/policy" in h for h in history)
+    if staleness == 0:
+        assert srv.reloads == 3  # the start's weights, then those of updates 1 and 2 before rounds 2 and 3
+        assert [h["rollout/staleness"] for h in history] == [0, 0, 0]
+        assert all(h["rollout/mismatch_kl"] < 1e-6 for h in history)  # the server holds the trainer's weights
+    else:  # round 2 was made from the first weights while update 1 ran
+        assert [h["rollout/staleness_max"] for h in history] == [0, 1, 1]
+        assert history[0]["rollout/mismatch_kl"] < 1e-6 and history[1]["rollout/mismatch_kl"] > 0
+        assert all(h["rollout/is_weight_max"] <= cfg.grpo.is_max for h in history)
 
 
 # ------------------------------------------------------------------ in the training loop
@@ -326,6 +336,43 @@ def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
     assert len(lines) == 2 * 4 * 4 and all(len(ln["turns"]) >= 2 for ln in lines)
     assert all(EveryTurnIsACall.OBS not in ln["text"] for ln in lines)  # what was verified: the model's own text
     assert all(ln["model_tokens"] < ln["n_tokens"] for ln in lines)
+
+
+def test_ppo_trains_on_multi_turn_episodes_with_gae_on_model_tokens_only(tmp_path):
+    """PPO on episodes: the critic reads the whole sequence, but rewards, advantages, returns and both losses live
+    on the model's tokens; every observation token has advantage and return exactly 0."""
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.trainers import ppo
+
+    batches = []
+    real = ppo.PPO.make_batch
+
+    def recording(self, learner, groups):
+        batch, m = real(self, learner, groups)
+        batches.append(batch)
+        return batch, m
+
+    ENVIRONMENTS.add("every-turn-test", EveryTurnIsACall, "tests")
+    try:
+        cfg = config.load(Config, overrides=[
+            f"output_dir={tmp_path}", "model.sft_warm_start=false", "model.tiny.num_layers=1", "ppo.steps=2",
+            "ppo.prompts_per_step=4", "ppo.group_size=2", "eval.size=4", "ppo.minibatch_size=4",
+            "ppo.train_prompts=16", "ppo.verifier_workers=1", "ppo.checkpoint_every=0", "generation.max_tokens=6",
+            "ppo.environment=every-turn-test", "ppo.max_turns=3", "ppo.max_tool_calls=2", "ppo.max_episode_tokens=40"])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ppo.PPO, "make_batch", recording)
+            history, _, _ = ppo.train_ppo(cfg, log=lambda *_: None)
+    finally:
+        ENVIRONMENTS.remove("every-turn-test")
+    assert len(history) == 2 and all(h["tools/turns_per_sample"] > 1 and "loss/value" in h for h in history)
+    for batch in batches:
+        b = batch.tokens
+        obs = b.c_mask.bool() & ~b.loss_mask.bool()  # (n, T) observation tokens
+        assert obs.any()
+        assert (batch.A[obs] == 0).all() and (batch.returns[obs] == 0).all()
+        on = b.loss_mask.bool()
+        assert (batch.returns[on] != 0).any()  # the critic's targets are on the model's tokens
 
 
 def test_a_failing_environment_masks_its_samples_in_training(tmp_path):
@@ -363,9 +410,6 @@ def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
         config.load(Config, overrides=["grpo.environment=nope"])
     with pytest.raises(ConfigError, match="runs its episodes on engine hf, vllm or openai; got grpo.engine='worker'"):
         config.load(Config, overrides=["grpo.environment=python", "grpo.engine=worker"])
-    with pytest.raises(ConfigError, match="runs its episodes in the synchronous loop; got grpo.max_staleness=1"):
-        config.load(Config, overrides=["grpo.environment=python", "grpo.engine=openai", "grpo.engine_url=http://x/v1",
-                                       "grpo.engine_model=m", "grpo.max_staleness=1"])
     cfg = config.load(Config, overrides=RUN + ["grpo.environment=python", "grpo.steps=1", f"output_dir={tmp_path}"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)  # random weights write no ```python block: one turn each
     assert history[0]["tools/turns_per_sample"] == 1.0 and history[0]["tools/failure_rate"] == 0.0

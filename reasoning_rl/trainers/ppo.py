@@ -5,6 +5,8 @@ What is PPO's own (the loop, `loop.py`, samples, verifies, records, evaluates an
     r_t -= beta * (log pi_old - log pi_ref) on every token (else the KL estimator in the loss, never both);
     V_old from the critic, then GAE(gamma, lam): A_t and returns G_t = A_t + V_t (docs/algorithms.md §gae);
     A whitened over the batch's tokens (§gae); masked samples (TIMEOUT/ERROR/ABSTAIN) leave the batch;
+  - multi-turn episodes (ppo.environment): rewards, KL, GAE, whitening and both losses on the model's tokens
+    only; the critic reads the whole sequence, observations included, and GAE skips them (§gae);
   - the update: policy loss = PPO clip (- entropy_coef * entropy), critic loss = clipped value loss (§gae);
     each model its own optimiser and gradient clip (the loop's `Net`s); micro-batches accumulate;
   - after the update: the adaptive KL controller (§kl).
@@ -24,7 +26,6 @@ import torch
 
 from ..advantages import gae, whiten
 from ..configs import Config
-from ..errors import UserError
 from ..logprobs import TokenBatch, pad_rollouts, token_logprobs
 from ..lora import body_of
 from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
@@ -105,31 +106,30 @@ class PPO:
         kept = [(g.prompt, s, r) for g in groups for s in g.samples
                 for r in [learner.reward.combine(s.verdicts)]
                 if r is not None and s.token_ids and not (p.mask_truncated_completions and s.truncated)]
-        if any(0 in s.loss_mask for _, s, _ in kept):
-            raise UserError("ppo: multi-turn episodes (observation tokens in a sample) are not supported by PPO yet: "
-                            "its critic and GAE would run over the observations; train them with grpo")
         batch = None
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
-                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=model.device)
+                             [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=model.device,
+                             loss_masks=[s.loss_mask for _, s, _ in kept])
             b, is_weight, corr = correct_batch(learner, b)  # engines that are not the trainer: its own pi_old
             m.update(corr)
             B, T = b.c_ids.shape
             dev = b.c_ids.device
+            on = b.loss_mask  # (B, T) the model's tokens: c_mask less a multi-turn episode's observation tokens
+            last = T - 1 - on.flip(1).long().argmax(1)  # (B,) each row's last model token
             R = torch.zeros(B, T, device=dev)
-            R[torch.arange(B, device=dev), b.c_mask.sum(1).long() - 1] = torch.tensor([r for _, _, r in kept],
-                                                                                      device=dev)  # last token
+            R[torch.arange(B, device=dev), last] = torch.tensor([r for _, _, r in kept], device=dev)
             with torch.no_grad(), autocast(p.bf16, model):
                 values_old = self.critic(b.p_ids, b.p_mask, b.c_ids, b.c_mask).float()  # (B, T)
                 lref = token_logprobs(learner.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
                                       temperature=learner.temperature) if learner.ref is not None else None
             if lref is not None:
-                m["kl"] = masked_mean(b.logp_old - lref, b.c_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
+                m["kl"] = masked_mean(b.logp_old - lref, on)  # k1 estimate of KL(pi_old || pi_ref) per token
                 if p.kl_in_reward:
-                    R = kl_in_reward(R, b.logp_old, lref, b.c_mask, self.kl_ctl.coef)
-            A, returns = gae(R, values_old, b.c_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
-            batch = PPOBatch(b, whiten(A, b.c_mask) if p.whiten_advantages else A, returns, values_old, lref,
-                             is_weight)
+                    R = kl_in_reward(R, b.logp_old, lref, on, self.kl_ctl.coef)
+            # GAE over the model's tokens: an observation is not a step (advantages.gae skips the holes)
+            A, returns = gae(R, values_old, on, gamma=p.gamma, lam=p.lam)  # (B, T) each
+            batch = PPOBatch(b, whiten(A, on) if p.whiten_advantages else A, returns, values_old, lref, is_weight)
         if learner.ref is not None and learner.ranks.world > 1:  # one KL coefficient on every rank
             kls = [x for x in learner.ranks.gather([m.get("kl")]) if x is not None]
             if kls:
@@ -158,17 +158,18 @@ class PPO:
             v = self.critic_t(b.p_ids, b.p_mask, b.c_ids, b.c_mask)
         logp, ent, v = logp.float(), ent.float(), v.float()
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
-        pol = ppo_clip(logp, b.logp_old, batch.A[sub], b.c_mask, eps_low=p.eps_low, eps_high=p.eps_high,
+        pol = ppo_clip(logp, b.logp_old, batch.A[sub], b.loss_mask, eps_low=p.eps_low, eps_high=p.eps_high,
                        agg="token_mean", logp_ref=batch.logp_ref[sub] if in_loss else None,
                        beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator,
                        is_weight=None if batch.is_weight is None else batch.is_weight[sub])
         loss = pol.loss
         if p.entropy_coef > 0:
-            loss = loss + p.entropy_coef * entropy_bonus(ent, b.c_mask).loss
-        vl = value_loss(v, batch.returns[sub], b.c_mask, values_old=batch.values_old[sub], clip_range=p.vf_clip or None)
+            loss = loss + p.entropy_coef * entropy_bonus(ent, b.loss_mask).loss
+        vl = value_loss(v, batch.returns[sub], b.loss_mask, values_old=batch.values_old[sub],
+                        clip_range=p.vf_clip or None)
         (loss * share).backward()
         (vl.loss * share).backward()
-        return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.c_mask)}
+        return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.loss_mask)}
 
     def touch(self, learner: Learner) -> None:
         zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)
