@@ -12,7 +12,9 @@ environment subclasses `Environment` and is registered by name, or published und
 
 Built in: `calculator` (`<<12*34>>` answered `=408`, in-process, for the tiny model) and `python`, a Python
 interpreter on the sandbox (sandboxes/). The model writes a fenced block
-(```python ... ```); the block runs and its output comes back as an ```output block. State carries from one call to
+(```python ... ```), or a chat template's structured call (`<tool_call>{"name": "python", "arguments": {"code":
+"..."}}</tool_call>`, the Hermes/Qwen form; a call that is not valid JSON, names another tool or has no string
+`code` is answered with an error saying so); the block runs and its output comes back as an ```output block. State carries from one call to
 the next of the same episode by replay: each call is a fresh sandboxed run of the episode's earlier cells (their
 output discarded) and then the new one, so names defined in one call exist in the next, every call has its own wall,
 CPU and output budget, nothing survives the episode, and no two episodes ever share a process. The cost is
@@ -85,9 +87,28 @@ class Environment:
     def close(self, state: Any) -> None:
         pass
 
+    def assistant_message(self, text: str) -> dict:
+        """The chat message of a model turn `text` (tool_format chat: the conversation the template check renders).
+        An environment whose calls are the template's structured tool calls returns them in `tool_calls`."""
+        return {"role": "assistant", "content": text}
+
 
 ENVIRONMENTS: Registry[type[Environment]] = Registry("environment")
 _CALL = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.S)
+# the chat templates' structured call (Hermes, Qwen): <tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+def _structured(text: str) -> tuple[re.Match, dict] | None:
+    """The first `<tool_call>` block of `text` and its parsed JSON, or None (none, or not a JSON object)."""
+    m = _TOOL_CALL.search(text)
+    if not m:
+        return None
+    try:
+        call = json.loads(m.group(1))
+    except ValueError:
+        return m, {}
+    return m, call if isinstance(call, dict) else {}
 
 # Runs in the sandbox: the earlier cells quietly, then the new one as a REPL would (the last expression's value
 # printed), its error as the last lines of a traceback. Reads {"cells": [...], "seed": n} from stdin.
@@ -150,9 +171,24 @@ class PythonTool(Environment):
         key = str(row.get("prompt_id", row.get("prompt", ""))).encode()
         return _Episode([], seed=int(hashlib.sha256(key).hexdigest()[:8], 16))
 
+    TOOLS = [{"type": "function", "function": {
+        "name": "python", "description": "Run Python code in a sandboxed interpreter that keeps its state between calls; "
+                                         "returns what it prints and the value of its last expression.",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "the code"}},
+                       "required": ["code"]}}}]
+
     def call_end(self, text: str) -> int | None:
-        m = _CALL.search(text)
-        return m.end() if m else None
+        ends = [m.end() for m in (_CALL.search(text), (_structured(text) or (None,))[0]) if m is not None]
+        return min(ends) if ends else None
+
+    def assistant_message(self, text: str) -> dict:
+        found = _structured(text)
+        if found is None or found[0].start() > (_CALL.search(text).start() if _CALL.search(text) else len(text)):
+            return {"role": "assistant", "content": text}
+        m, call = found
+        return {"role": "assistant", "content": text[:m.start()].rstrip(),
+                "tool_calls": [{"type": "function", "function": {"name": call.get("name", ""),
+                                                                  "arguments": call.get("arguments", {})}}]}
 
     def respond(self, states: Sequence[_Episode], segments: Sequence[str]) -> list[Step]:
         calls = [self._call(s) for s in segments]
@@ -177,8 +213,27 @@ class PythonTool(Environment):
         return out
 
     def _call(self, segment: str) -> str | None:
-        m = _CALL.search(segment)
-        return m.group(1) if m else None
+        """The code of the segment's first call: a fenced block, or a structured call's `code` argument. A structured
+        call that cannot be run becomes a program raising the reason, so the model sees it as a REPL error."""
+        fenced, found = _CALL.search(segment), _structured(segment)
+        if found is None or (fenced is not None and fenced.start() < found[0].start()):
+            return fenced.group(1) if fenced else None
+        m, call = found
+        args = call.get("arguments")
+        if isinstance(args, str):  # some templates carry the arguments as a JSON string
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = None
+        if not call:
+            why = "the tool call is not a JSON object"
+        elif call.get("name") != "python":
+            why = f"no tool named {str(call.get('name'))[:40]!r}; the tool is 'python'"
+        elif not isinstance(args, dict) or not isinstance(args.get("code"), str):
+            why = "the python tool takes one argument, code: a string"
+        else:
+            return args["code"]
+        return f"raise ValueError({why!r})"
 
     def _observe(self, r, call: str, seconds: float) -> Step:
         if r.limit in ("wall", "cpu"):

@@ -120,7 +120,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
     limits.tool_format "chat" each row also carries its chat `messages` (the task keeps them when it renders with the
     chat template); a segment is a whole assistant turn, and the observation comes as the template's tool message.
     `engine` samples the segments (anything with `continue_ids`: the vllm and openai engines); None = `model` itself
-    through the hf engine. `model` gives the end-of-turn ids either way."""
+    through the hf engine. `model` gives the end-of-turn ids unless `stop_ids` does (with an engine, `model` may then
+    be None)."""
     import torch
 
     from .errors import UserError
@@ -141,8 +142,9 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
         torch.manual_seed(sampling.seed)
     engine = engine or HFEngine(model, tok)
     order = {id(e): i for i, e in enumerate(eps)}  # each episode's own seed, turn after turn
-    was_training = model.training
-    model.eval()
+    was_training = model is not None and model.training
+    if model is not None:
+        model.eval()
     try:
         for turn in range(limits.max_turns):
             live = [e for e in eps if not e.done]
@@ -162,8 +164,10 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
                 if chat:  # a whole assistant turn; a call counts once the model has ended its turn
                     end = end if ended else None
-                    e.conv.append({"role": "assistant",
-                                   "content": tok.decode(seg_ids[:-1] if ended else seg_ids, skip_special_tokens=False)})
+                    # the environment says how the turn reads as a message: its text, or the template's structured
+                    # tool call (`tool_calls`), which the template then renders in its own way
+                    e.conv.append(env.assistant_message(tok.decode(seg_ids[:-1] if ended else seg_ids,
+                                                                   skip_special_tokens=False)))
                 elif end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
                     k = _cut(tok, seg_ids, end)
                     seg_ids, seg_lp, ended = seg_ids[:k], seg_lp[:k], False
@@ -206,7 +210,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 if pos is not None:
                     e.turns[-1]["template_mismatch"] = pos
     finally:
-        model.train(was_training)
+        if model is not None:
+            model.train(was_training)
         for e in eps:
             env.close(e.state)
     return eps

@@ -45,6 +45,25 @@ def test_one_interpreter_per_episode(tool, cells, shown):
     assert shown in step.observation and step.observation.startswith("```output\n") and step.tool_call
 
 
+# (a structured call as a chat template writes it, what its observation shows): the call runs, or its fault is a REPL
+# error the model can read
+STRUCTURED = [
+    ('<tool_call>\n{"name": "python", "arguments": {"code": "x = 6 * 7\\nx"}}\n</tool_call>', "42"),
+    ('<tool_call>{"name": "python", "arguments": "{\\"code\\": \\"print(3)\\"}"}</tool_call>', "3"),  # string args
+    ('<tool_call>{"name": "calc", "arguments": {"code": "1"}}</tool_call>', "no tool named 'calc'"),
+    ('<tool_call>{"name": "python", "arguments": {"expr": "1"}}</tool_call>', "takes one argument, code"),
+    ("<tool_call>print(1)</tool_call>", "the tool call is not a JSON object"),
+]
+
+
+@pytest.mark.parametrize("call,shown", STRUCTURED)
+def test_a_structured_tool_call_is_a_call(tool, call, shown):
+    segment = "Let me compute.\n" + call + "\nand then more words"
+    assert tool.call_end(segment) == len("Let me compute.\n" + call)  # the segment is cut right after the call
+    step = tool.respond([tool.start({"prompt_id": "s"})], [segment])[0]
+    assert step.tool_call and not step.failed and shown in step.observation
+
+
 def test_episodes_never_share_state(tool):
     a, b = tool.start({"prompt_id": "a"}), tool.start({"prompt_id": "b"})
     planted = "import os\nSECRET = 7319\nopen('/tmp/planted', 'w').write('7319')\nos.environ['PLANTED'] = '1'"
@@ -482,6 +501,76 @@ def smollm2():
 
     path = resolve("smollm2-135m-instruct", log=lambda *_: None)
     return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+# a Hermes/Qwen-style template that renders an assistant turn's structured tool calls as <tool_call> JSON
+TOOLISH = ("{% for m in messages %}{% if m['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m['content'] }}"
+           "\n</tool_response><|im_end|>\n{% elif m['role'] == 'assistant' and m.get('tool_calls') %}<|im_start|>"
+           "assistant\n{% if m['content'] %}{{ m['content'] }}\n{% endif %}{% for c in m['tool_calls'] %}<tool_call>\n"
+           "{\"name\": \"{{ c['function']['name'] }}\", \"arguments\": {{ c['function']['arguments'] | tojson }}}"
+           "\n</tool_call>{% endfor %}<|im_end|>\n{% else %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+           "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+class Scripted:
+    """An engine that answers each turn with a fixed text (then <|im_end|>): the model's words are given, so the test
+    is of what the runner, the tool and the template make of them. Log-probs 0.0."""
+
+    def __init__(self, tok, turns):
+        end = tok.convert_tokens_to_ids("<|im_end|>")
+        self.turns = [tok(t, add_special_tokens=False)["input_ids"] + [end] for t in turns]
+
+    def continue_ids(self, seqs, max_new, stops, sampling, seeds=None):
+        ids = self.turns.pop(0)
+        return [(ids, [0.0] * len(ids)) for _ in seqs]
+
+
+@pytest.fixture(scope="module")
+def smollm2_tok():
+    from transformers import AutoTokenizer
+
+    from reasoning_rl.model_sources import resolve
+
+    return AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct", log=lambda *_: None))
+
+
+CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
+
+
+@pytest.mark.slow  # SmolLM2's tokenizer (the model converted once, about half a minute on a fresh machine)
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("call, mismatch", [
+    (CALL, False),  # written as the template writes it: the episode is the template's conversation
+    (CALL.replace('": ', '":'), True),  # the same call without spaces: run, trained as sampled, and reported
+])
+def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_rendering(tool, smollm2_tok, call,
+                                                                                    mismatch):
+    """tool_format chat with the template's own call format: the model's <tool_call> JSON runs on the sandbox, the
+    turn joins the conversation as a structured `tool_calls` message, and the episode's ids are compared with the
+    template's rendering of that conversation (a call the template would write differently is reported)."""
+    import copy
+
+    from reasoning_rl.rollout import SamplingConfig
+
+    tok = copy.deepcopy(smollm2_tok)
+    tok.chat_template = TOOLISH
+    messages = [{"role": "user", "content": "What is 6 * 7?"}]
+    row = {"prompt_id": "a", "messages": messages,
+           "prompt": tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)}
+    engine = Scripted(tok, ["Let me compute.\n" + call, "The answer is \\boxed{42}."])
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    (e,) = run_episodes(None, tok, tool, [row], SamplingConfig(temperature=0.0, max_tokens=64),
+                        EpisodeLimits(max_turns=3, max_tool_calls=2, max_episode_tokens=300, tool_format="chat"),
+                        stop_ids=[end], engine=engine)
+    assert e.reason == "answer" and e.tool_calls == 1 and "42" in e.turns[0]["observation"]
+    assert e.conv[1] == {"role": "assistant", "content": "Let me compute.", "tool_calls": [
+        {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}]}
+    assert e.conv[2] == {"role": "tool", "content": e.turns[0]["observation"]}
+    assert ("template_mismatch" in e.turns[-1]) is mismatch
+    if not mismatch:  # token for token the template's conversation (which closes the last turn with a newline)
+        full = tok.apply_chat_template(e.conv, tokenize=True)
+        full = list(full["input_ids"] if hasattr(full, "keys") else full)
+        assert e.prompt_ids + e.ids + tok("\n", add_special_tokens=False)["input_ids"] == full
 
 
 @pytest.mark.slow  # the real model (converted once, about half a minute on a fresh machine) and a few greedy turns
