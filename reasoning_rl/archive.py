@@ -34,8 +34,9 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
     for g in groups:
         for i, s in enumerate(g.samples):
             line = {"step": step, "prompt_id": g.prompt_id, "prompt": g.prompt, "index": i,
-                    # the chat messages are the prompt again, before rendering: the rendered prompt is kept
-                    "task": {k: v for k, v in g.task.items() if k != "messages"},
+                    # the chat messages (and tool schemas) are the prompt again, before rendering: the rendered
+                    # prompt is kept
+                    "task": {k: v for k, v in g.task.items() if k not in ("messages", "tools")},
                     "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
                     "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
                                  for k, v in s.verdicts.items()}}

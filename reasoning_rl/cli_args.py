@@ -97,8 +97,10 @@ def load_task(cfg, split: str | None = None, limit: int = 0, log=None):
 
     check_model_source(cfg.model.name_or_path, cfg.model.gguf_file)
     resolve_device(cfg.model.device)
+    from .environments import prompt_tools
+
     task = Task.from_config(cfg.tasks)
-    task.render(load_tokenizer(cfg))
+    task.render(load_tokenizer(cfg), tools=prompt_tools(cfg.grpo))  # `reasoning-rl eval` runs grpo's environment
     task.note_dropped(*([log] if log else []))
     if split is None:
         return task

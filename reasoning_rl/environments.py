@@ -63,8 +63,10 @@ class Step:
 
 class Environment:
     """The interface. Subclasses set `name` and implement `start`, `call_end`, `respond` (and `close` if they hold
-    anything per episode)."""
+    anything per episode). `TOOLS`: the tools' JSON schemas, which a chat-format run shows in the prompt through the
+    template (apply_chat_template's `tools=`); empty = none shown."""
     name = ""
+    TOOLS: list = []
 
     @classmethod
     def from_config(cls, rl) -> "Environment":
@@ -307,6 +309,15 @@ class Calculator(Environment):
                 out.append(Step(observation=f"=error: {type(e).__name__}: {e}\n", tool_call=True,
                                 program_error=True, call=m.group(1)))
         return out
+
+
+def prompt_tools(rl) -> list | None:
+    """The tool schemas the prompts of a run are rendered with: its environment's `TOOLS` with tool_format chat (the
+    template's own tool system prompt), else None."""
+    if not rl.environment or rl.tool_format != "chat":
+        return None
+    load_plugins()
+    return list(ENVIRONMENTS.get(rl.environment).TOOLS) or None
 
 
 def load_plugins() -> list[str]:

@@ -86,28 +86,44 @@ def _cut(tok, ids: list[int], end_char: int) -> int:
     return len(ids)
 
 
-def _template_ids(tok, messages: list) -> list[int]:
-    out = tok.apply_chat_template(messages, tokenize=True)
+def _template_ids(tok, messages: list, tools: list | None = None) -> list[int]:
+    out = tok.apply_chat_template(messages, tools=tools or None, tokenize=True)
     return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
 def _chat_observation(tok, e: Episode, observation: str) -> str:
     """tool_format chat: the text that follows the model's end of turn, as the template renders a tool message after
     the conversation so far: the rest of the assistant message's closing (ChatML's newline), the tool message, and
-    the next assistant header. Tokenized once and appended; the final check says whether the splice held."""
-    before = tok.apply_chat_template(e.conv, tokenize=False)
-    after = tok.apply_chat_template(e.conv + [{"role": "tool", "content": observation}], tokenize=False,
-                                    add_generation_prompt=True)
+    the next assistant header. Tokenized once and appended; the final check says whether the splice held.
+
+    Read off the template's rendering of the whole conversation with the tool message where that starts with what
+    the episode holds; a template that renders the model's turn otherwise once it is no longer the last (Qwen3 drops
+    an empty think block) is read off its rendering of the conversation before the tool message, and one that
+    rewrites earlier turns off a one-turn conversation of its own (the turn's tool calls, then the tool message)."""
+    tools = e.row.get("tools") or None  # the schemas the prompt was rendered with (Task.render)
     written = tok.decode(e.prompt_ids + e.ids, skip_special_tokens=False)
-    closing = before[len(written):] if before.startswith(written) else ""
-    return closing + (after[len(before):] if after.startswith(before) else after)
+    after = tok.apply_chat_template(e.conv + [{"role": "tool", "content": observation}], tools=tools, tokenize=False,
+                                    add_generation_prompt=True)
+    if after.startswith(written):
+        return after[len(written):]
+    before = tok.apply_chat_template(e.conv, tools=tools, tokenize=False)
+    if before.startswith(written) and after.startswith(before):
+        return before[len(written):] + after[len(before):]
+    turn = {k: v for k, v in e.conv[-1].items()}
+    dummy = [{"role": "user", "content": "x"}, turn]
+    head = tok.apply_chat_template(dummy, tools=tools, tokenize=False)
+    full = tok.apply_chat_template(dummy + [{"role": "tool", "content": observation}], tools=tools, tokenize=False,
+                                   add_generation_prompt=True)
+    eos = tok.eos_token or ""
+    head = head[:head.rfind(eos) + len(eos)] if eos and eos in head else head  # up to the turn's end, as sampled
+    return full[len(head):] if full.startswith(head) else observation
 
 
 def template_mismatch(tok, e: Episode) -> int | None:
     """None when the episode's ids (prompt + every turn) are a prefix of apply_chat_template of its whole
     conversation, token for token; else the first position where they differ (a sampled tokenization the template
     would not produce, or a template that rewrites earlier turns)."""
-    ours, theirs = e.prompt_ids + e.ids, _template_ids(tok, e.conv)
+    ours, theirs = e.prompt_ids + e.ids, _template_ids(tok, e.conv, e.row.get("tools"))
     for i, t in enumerate(ours):
         if i >= len(theirs) or theirs[i] != t:
             return i
@@ -233,7 +249,8 @@ class EpisodeEngine:
         eps = run_episodes(self.model, self.tokenizer, self.env,
                            [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat),
                              **({"messages": r.task["messages"]} if "messages" in r.task else
-                                {"messages": [{"role": "user", "content": r.prompt}]} if sampling.chat else {})}
+                                {"messages": [{"role": "user", "content": r.prompt}]} if sampling.chat else {}),
+                             **({"tools": r.task["tools"]} if "tools" in r.task else {})}
                             for r in rows for _ in range(n)], sampling, self.limits, engine=self.engine)
         return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
                 for k, r in enumerate(rows)]
@@ -279,7 +296,7 @@ def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], 
     from .rollout import SamplingConfig
 
     eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"],
-                                          **({"messages": r["messages"]} if "messages" in r else {})}
+                                          **{k: r[k] for k in ("messages", "tools") if k in r}}
                                          for i, r in enumerate(rows)],
                        SamplingConfig(temperature=0.0, max_tokens=max_tokens), limits)
     out = task.score_held_out(rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,

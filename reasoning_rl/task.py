@@ -200,8 +200,11 @@ class Task:
         return {c: r[c] for c in preset.reference_cols if c in r and r[c] is not None}
 
     # ------------------------------------------------------------ prompts
-    def render(self, tokenizer) -> None:
-        """Set every row's `prompt` to the text the model sees; drop rows over tasks.max_prompt_tokens (counted)."""
+    def render(self, tokenizer, tools: list | None = None) -> None:
+        """Set every row's `prompt` to the text the model sees; drop rows over tasks.max_prompt_tokens (counted).
+        `tools`: tool schemas the chat template shows in the prompt (a run whose environment has tools, in the chat
+        format: environments.prompt_tools); kept on each row (`tools`) for the episodes' template check."""
+        self.tools = tools
         tc = self.cfg
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if tc.chat_template == "on" and not has_template:
@@ -241,6 +244,10 @@ class Task:
             messages.insert(0, {"role": "system", "content": tc.system_prompt})
         if self.chat:
             row["messages"] = messages  # the conversation so far (multi-turn episodes with tool_format chat extend it)
+            if self.tools:
+                row["tools"] = self.tools
+                return tokenizer.apply_chat_template(messages, tools=self.tools, tokenize=False,
+                                                     add_generation_prompt=True)
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         if isinstance(raw, list):
             raise UserError(f"tasks.chat_template: {where} is a list of chat messages but the tokenizer has no chat "

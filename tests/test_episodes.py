@@ -503,6 +503,30 @@ def smollm2():
     return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
 
 
+def test_the_prompt_shows_the_environments_tools_in_the_chat_format(tiny):
+    """With tool_format chat and an environment that declares TOOLS, the task renders every prompt with the schemas
+    (apply_chat_template's tools=), keeps them on the row for the episodes' template check, and the archive leaves
+    them out; in the text format, or without tools, prompts are as before."""
+    import copy
+
+    from reasoning_rl import config
+    from reasoning_rl.configs import Config
+    from reasoning_rl.environments import prompt_tools
+    from reasoning_rl.task import Task
+
+    _, tok = tiny
+    tok = copy.deepcopy(tok)
+    tok.chat_template = ("{% if tools %}[tools: {{ tools | map(attribute='function') | map(attribute='name') | join(',') }}]"
+                         "{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    for fmt, shown in (("chat", True), ("text", False)):
+        cfg = config.load(Config, overrides=["grpo.environment=python", f"grpo.tool_format={fmt}"])
+        task = Task.from_config(cfg.tasks)
+        task.render(tok, tools=prompt_tools(cfg.grpo))
+        row = task.rows("train")[0]
+        assert row["prompt"].startswith("[tools: python]") is shown and ("tools" in row) is shown
+    assert prompt_tools(config.load(Config).grpo) is None
+
+
 # a Hermes/Qwen-style template that renders an assistant turn's structured tool calls as <tool_call> JSON
 TOOLISH = ("{% for m in messages %}{% if m['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m['content'] }}"
            "\n</tool_response><|im_end|>\n{% elif m['role'] == 'assistant' and m.get('tool_calls') %}<|im_start|>"
@@ -537,26 +561,38 @@ def smollm2_tok():
 CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}\n</tool_call>'
 
 
+def _qwen3():
+    from trl.chat_template_utils import qwen3_chat_template  # the template TRL trains Qwen3 tool use with
+
+    return qwen3_chat_template
+
+
 @pytest.mark.slow  # SmolLM2's tokenizer (the model converted once, about half a minute on a fresh machine)
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("call, mismatch", [
-    (CALL, False),  # written as the template writes it: the episode is the template's conversation
-    (CALL.replace('": ', '":'), True),  # the same call without spaces: run, trained as sampled, and reported
+@pytest.mark.parametrize("template, tools, call, mismatch", [
+    (TOOLISH, False, CALL, False),  # written as the template writes it: the episode is the template's conversation
+    (TOOLISH, False, CALL.replace('": ', '":'), True),  # without spaces: run, trained as sampled, and reported
+    # Qwen3's template (as TRL ships it), the tool's schema in its system prompt: the tool turn splices exactly; the
+    # template renders the last assistant turn with an empty think block the model never wrote, which is reported
+    (None, True, CALL, "last turn"),
 ])
-def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_rendering(tool, smollm2_tok, call,
-                                                                                    mismatch):
+def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_rendering(tool, smollm2_tok, template,
+                                                                                    tools, call, mismatch):
     """tool_format chat with the template's own call format: the model's <tool_call> JSON runs on the sandbox, the
     turn joins the conversation as a structured `tool_calls` message, and the episode's ids are compared with the
     template's rendering of that conversation (a call the template would write differently is reported)."""
     import copy
 
+    from reasoning_rl.environments import PythonTool
     from reasoning_rl.rollout import SamplingConfig
 
     tok = copy.deepcopy(smollm2_tok)
-    tok.chat_template = TOOLISH
+    tok.chat_template = template or _qwen3()
     messages = [{"role": "user", "content": "What is 6 * 7?"}]
-    row = {"prompt_id": "a", "messages": messages,
-           "prompt": tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)}
+    schemas = PythonTool.TOOLS if tools else None
+    row = {"prompt_id": "a", "messages": messages, **({"tools": schemas} if tools else {}),
+           "prompt": tok.apply_chat_template(messages, tools=schemas, tokenize=False, add_generation_prompt=True)}
+    assert ("python" in row["prompt"]) is tools  # the schema is in the prompt only when given
     engine = Scripted(tok, ["Let me compute.\n" + call, "The answer is \\boxed{42}."])
     end = tok.convert_tokens_to_ids("<|im_end|>")
     (e,) = run_episodes(None, tok, tool, [row], SamplingConfig(temperature=0.0, max_tokens=64),
@@ -566,9 +602,12 @@ def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_render
     assert e.conv[1] == {"role": "assistant", "content": "Let me compute.", "tool_calls": [
         {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}]}
     assert e.conv[2] == {"role": "tool", "content": e.turns[0]["observation"]}
+    if mismatch == "last turn":  # everything up to the final turn is the template's conversation
+        assert e.turns[-1]["template_mismatch"] == len(e.prompt_ids) + len(e.ids) - e.turns[-1]["tokens"]
+        return
     assert ("template_mismatch" in e.turns[-1]) is mismatch
     if not mismatch:  # token for token the template's conversation (which closes the last turn with a newline)
-        full = tok.apply_chat_template(e.conv, tokenize=True)
+        full = tok.apply_chat_template(e.conv, tools=schemas, tokenize=True)
         full = list(full["input_ids"] if hasattr(full, "keys") else full)
         assert e.prompt_ids + e.ids + tok("\n", add_special_tokens=False)["input_ids"] == full
 

@@ -64,6 +64,7 @@ from ..config import to_dict
 from ..configs import Config, RLConfig
 from ..errors import UserError
 from ..device import resolve_threads
+from ..environments import prompt_tools
 from ..interrupts import Interrupted, stop_requests
 from ..lora import maybe_lora, reference_of
 from ..models import load_policy, load_tokenizer
@@ -175,7 +176,9 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     reward = task.reward(rl)
     pool = verifiers.VerifierPool(num_workers=rl.verifier_workers, backend=rl.verifier_backend,
                                   ray_address=os.environ.get("RAY_ADDRESS"))
-    task.render(load_tokenizer(cfg))  # prompts as the model sees them: over-long rows are dropped before loading
+    # prompts as the model sees them (with the environment's tools in the chat format): over-long rows are dropped
+    # before loading
+    task.render(load_tokenizer(cfg), tools=prompt_tools(rl))
     require_parseable(task, pool)
     os.makedirs(cfg.output_dir, exist_ok=True)
     model, tok = ranks.main_first(load_policy, cfg, log=log)
