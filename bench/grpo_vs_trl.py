@@ -36,16 +36,31 @@ WORD = ["tasks.families=[word_add, word_sub, word_mul, word_two]", "tasks.max_di
 INSTRUCTION = "Put the final answer in \\boxed{}."
 
 
-def math_reward(completions, answer, **_):
+def text_of(completion) -> str:
+    """What the model wrote: the completion itself, or (conversational prompts) its assistant messages' text."""
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if m.get("role") == "assistant")
+    return completion
+
+
+def math_reward_for(tok):
+    """TRL's reward function: the `math` verifier on what the model wrote, told of a completion cut at its token limit
+    (no end-of-turn id at its end), as our trainer's reward is."""
     import verifiers
 
-    return [verifiers.verify("math", c, a).score for c, a in zip(completions, answer)]
+    ends = {i for i in (tok.eos_token_id, tok.convert_tokens_to_ids("<|im_end|>")) if isinstance(i, int) and i >= 0}
+
+    def math_reward(completions, answer, completion_ids=None, **_):
+        cut = [bool(ids) and ids[-1] not in ends for ids in completion_ids] if completion_ids else [False] * len(answer)
+        return [verifiers.verify("math", text_of(c), a, **({"truncated": True} if t else {})).score
+                for c, a, t in zip(completions, answer, cut)]
+
+    return math_reward
 
 
-def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list[float]]:
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+def step_clock():
+    """(seconds of every TRL step, the callback that records them)."""
+    from transformers import TrainerCallback
 
     times: list[float] = []
 
@@ -56,22 +71,38 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
         def on_step_end(self, args, state, control, **kw):
             times.append(time.perf_counter() - self.t0)
 
-    tok = AutoTokenizer.from_pretrained(ckpt)
-    args = GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
+    return times, Clock()
+
+
+def trl_args(a, out: str, **extra):
+    """TRL's GRPOConfig with the knobs both trainers share (COMMON, the batch, the loss, the optimiser)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
                       steps_per_generation=1, gradient_accumulation_steps=1, max_steps=a.steps,
                       max_completion_length=a.max_tokens, learning_rate=a.lr, lr_scheduler_type="constant",
                       warmup_steps=0, loss_type="dapo", beta=0.0, epsilon=COMMON["eps_low"],
                       epsilon_high=COMMON["eps_high"], temperature=COMMON["temperature"], top_p=1.0,
                       scale_rewards="group", num_iterations=1, logging_steps=1, save_strategy="no", report_to="none",
                       use_cpu=True, bf16=False, seed=a.seed, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
-                      shuffle_dataset=True)
+                      shuffle_dataset=True, **extra)
+
+
+def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list[float]]:
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    times, clock = step_clock()
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    args = trl_args(a, out)
     if a.model == "tiny":
         ds = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
     else:  # conversational prompts: TRL renders them with the model's chat template, as our task does
         ds = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{r['prompt']}\n{INSTRUCTION}"}],
                                  "answer": r["answer"]} for r in rows])
-    trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward, args=args, train_dataset=ds, processing_class=tok,
-                          callbacks=[Clock()])
+    trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward_for(tok), args=args, train_dataset=ds,
+                          processing_class=tok, callbacks=[clock])
     trainer.train()
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     return times, rewards
