@@ -140,7 +140,8 @@ def main() -> None:
     for i in range(a.steps):
         print(f"{i + 1:>4} {t_ours[i]:>8.2f} {t_trl[i]:>8.2f} {r_ours[i]:>12.3f} {r_trl[i]:>11.3f} {c_ours[i]:>11.3f} "
               f"{c_trl[i]:>10.3f}")
-    print(f"median s/step: ours {med_ours:.2f}, TRL {med_trl:.2f}: ours is {med_trl / med_ours:.2f}x faster (goal >= 2x)")
+    print(f"median s/step: ours {med_ours:.2f}, TRL {med_trl:.2f}: ours is {med_trl / med_ours:.2f}x faster "
+          f"(goal >= 2x)")
     print(f"mean reward: ours {statistics.mean(r_ours):.3f}, TRL {statistics.mean(r_trl):.3f}; tool calls per sample: "
           f"ours {statistics.mean(c_ours):.3f}, TRL {statistics.mean(c_trl):.3f} (TRL: tools/call_frequency)")
 

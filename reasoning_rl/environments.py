@@ -11,17 +11,17 @@ environment subclasses `Environment` and is registered by name, or published und
 `reasoning_rl.environments` (docs/tools.md).
 
 Built in: `calculator` (`<<12*34>>` answered `=408`, in-process, for the tiny model) and `python`, a Python
-interpreter on the sandbox (sandboxes/). The model writes a fenced block
-(```python ... ```), or a chat template's structured call (`<tool_call>{"name": "python", "arguments": {"code":
-"..."}}</tool_call>`, the Hermes/Qwen form; a call that is not valid JSON, names another tool or has no string
-`code` is answered with an error saying so); the block runs and its output comes back as an ```output block. State carries from one call to
-the next of the same episode by replay: each call is a fresh sandboxed run of the episode's earlier cells (their
-output discarded) and then the new one, so names defined in one call exist in the next, every call has its own wall,
-CPU and output budget, nothing survives the episode, and no two episodes ever share a process. The cost is
-re-running earlier cells (bounded by `max_tool_calls`); a program that is not deterministic may see other values on
-replay (`random` is seeded per episode). A program's own error or timeout is the observation, as a REPL shows it;
-a failure of the sandbox itself is `Step.failed` (the runner masks the sample ERROR), never a made-up observation.
-The reference answer is never given to an environment's sandbox.
+interpreter on the sandbox (sandboxes/). The model writes a fenced block (```python ... ```), or a chat template's
+structured call (`<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>`, the Hermes/Qwen form; a
+call that is not valid JSON, names another tool or has no string `code` is answered with an error saying so); the
+block runs and its output comes back as an ```output block. State carries from one call to the next of the same
+episode by replay: each call is a fresh sandboxed run of the episode's earlier cells (their output discarded) and
+then the new one, so names defined in one call exist in the next, every call has its own wall, CPU and output
+budget, nothing survives the episode, and no two episodes ever share a process. The cost is re-running earlier cells
+(bounded by `max_tool_calls`); a program that is not deterministic may see other values on replay (`random` is
+seeded per episode). A program's own error or timeout is the observation, as a REPL shows it; a failure of the
+sandbox itself is `Step.failed` (the runner masks the sample ERROR), never a made-up observation. The reference
+answer is never given to an environment's sandbox.
 
 Not here: generation, token ids, masks (episodes.py); rewards (the task's verifiers read what the model wrote).
 """
@@ -97,7 +97,7 @@ class Environment:
 
 ENVIRONMENTS: Registry[type[Environment]] = Registry("environment")
 _CALL = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.S)
-# the chat templates' structured call (Hermes, Qwen): <tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>
+# the chat templates' structured call (Hermes, Qwen): <tool_call>{"name": ..., "arguments": {...}}</tool_call>
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
@@ -174,8 +174,9 @@ class PythonTool(Environment):
         return _Episode([], seed=int(hashlib.sha256(key).hexdigest()[:8], 16))
 
     TOOLS = [{"type": "function", "function": {
-        "name": "python", "description": "Run Python code in a sandboxed interpreter that keeps its state between calls; "
-                                         "returns what it prints and the value of its last expression.",
+        "name": "python",
+        "description": "Run Python code in a sandboxed interpreter that keeps its state between calls; returns what "
+                       "it prints and the value of its last expression.",
         "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "the code"}},
                        "required": ["code"]}}}]
 

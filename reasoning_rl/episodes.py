@@ -12,7 +12,8 @@ the log-probabilities are the engine's for model tokens and 0.0 (masked) for obs
 
 Each turn, every live episode samples its next segment from its ids in one call of the engine's `continue_ids`:
 the hf engine's batch (`rollout.decode.sample`; the default, on `model`), vLLM's token prompts, or an
-OpenAI-compatible server given the ids (each request seeded apart, so a group's episodes differ); a segment ends at the model's end of turn, at `generation.max_tokens`, or just after a complete tool call (the
+OpenAI-compatible server given the ids (each request seeded apart, so a group's episodes differ); a segment ends
+at the model's end of turn, at `generation.max_tokens`, or just after a complete tool call (the
 environment's `call_end`: the tokens sampled past it are dropped, the ones kept are unchanged). Then the environment
 answers every call of the turn at once (`respond`: the Python tool runs them concurrently on the sandbox pool).
 An episode ends on a segment with no call (reason "answer"), on `max_turns` segments, on a call past
@@ -109,8 +110,7 @@ def _chat_observation(tok, e: Episode, observation: str) -> str:
     before = tok.apply_chat_template(e.conv, tools=tools, tokenize=False)
     if before.startswith(written) and after.startswith(before):
         return before[len(written):] + after[len(before):]
-    turn = {k: v for k, v in e.conv[-1].items()}
-    dummy = [{"role": "user", "content": "x"}, turn]
+    dummy = [{"role": "user", "content": "x"}, dict(e.conv[-1])]
     head = tok.apply_chat_template(dummy, tools=tools, tokenize=False)
     full = tok.apply_chat_template(dummy + [{"role": "tool", "content": observation}], tools=tools, tokenize=False,
                                    add_generation_prompt=True)

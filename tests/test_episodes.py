@@ -307,9 +307,9 @@ def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path, staleness
     ENVIRONMENTS.add("every-turn-test", EveryTurnIsACall, "tests")
     try:
         with Server(HFEngine(served.eval(), tok)) as srv:
-            cfg = config.load(Config, overrides=overrides + ["grpo.engine=openai", f"grpo.engine_url={srv.url}",
-                                                             "grpo.engine_model=tiny", f"grpo.max_staleness={staleness}",
-                                                             "grpo.steps=3"])
+            cfg = config.load(Config, overrides=overrides + [
+                "grpo.engine=openai", f"grpo.engine_url={srv.url}", "grpo.engine_model=tiny",
+                f"grpo.max_staleness={staleness}", "grpo.steps=3"])
             history, _, _ = train_grpo(cfg, log=lambda *_: None)
     finally:
         ENVIRONMENTS.remove("every-turn-test")
@@ -516,8 +516,8 @@ def test_the_prompt_shows_the_environments_tools_in_the_chat_format(tiny):
 
     _, tok = tiny
     tok = copy.deepcopy(tok)
-    tok.chat_template = ("{% if tools %}[tools: {{ tools | map(attribute='function') | map(attribute='name') | join(',') }}]"
-                         "{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    tok.chat_template = ("{% if tools %}[tools: {{ tools | map(attribute='function') | map(attribute='name') "
+                         "| join(',') }}]{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}")
     for fmt, shown in (("chat", True), ("text", False)):
         cfg = config.load(Config, overrides=["grpo.environment=python", f"grpo.tool_format={fmt}"])
         task = Task.from_config(cfg.tasks)

@@ -73,8 +73,8 @@ class HFEngine:
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in seqs], device=model.device)
         attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
-        out, logp, lengths = decode.sample(model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature,
-                                           top_p=sampling.top_p, top_k=sampling.top_k)
+        out, logp, lengths = decode.sample(model, input_ids, attn, max_new, list(stops),
+                                           temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
         return [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
 
     def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:

@@ -142,9 +142,9 @@ class OpenAIEngine:
 
     def _continue(self, seq: Sequence[int], max_new: int, stops: Sequence[int], s: SamplingConfig,
                   seed: int | None) -> tuple[list[int], list[float]]:
-        payload = {"model": self.model, "prompt": list(seq), "n": 1, "max_tokens": max_new, "temperature": s.temperature,
-                   "top_p": s.top_p, "logprobs": 1, "return_tokens_as_token_ids": True, "stop_token_ids": list(stops),
-                   "skip_special_tokens": False}
+        payload = {"model": self.model, "prompt": list(seq), "n": 1, "max_tokens": max_new,
+                   "temperature": s.temperature, "top_p": s.top_p, "logprobs": 1, "return_tokens_as_token_ids": True,
+                   "stop_token_ids": list(stops), "skip_special_tokens": False}
         if s.top_k:
             payload["top_k"] = s.top_k
         if seed is not None:
