@@ -68,6 +68,15 @@ WITH_PROMPT = [
     ("What is 42 + 78?", "120", "42 + 78 = \\boxed{}", U, True),  # an empty box after the expression
     ("What is 42 + 78?", "120", "42 + 78 = \\boxed{120}", C, False),
     ("What is 3 - 8?", "-5", "-5", C, False),  # a plain number is never a restatement
+    # the question's own expression, equal in value to the answer, answers nothing (MATH-format questions)
+    ("Simplify $\\sqrt{704}$.", "8\\sqrt{11}", "Square the number and you will get $\\sqrt{704}$", U, True),
+    ("Expand $(x + 9)(x + 1)$.", "x^2 + 10x + 9", "The product is $\\boxed{(x + 9)(x + 1)}$.", U, True),
+    ("Solve $3x - 8 > 5$. Express your answer in interval notation.", "(\\frac{13}{3}, \\infty)",
+     "We have $3x - 8 > 5$", U, True),
+    ("Evaluate $4^{2} - 2^{2}$.", "12", "To evaluate $4^{2} - 2^{2}$", U, True),
+    ("Simplify $\\sqrt{360}$.", "6\\sqrt{10}", "$\\sqrt{360}\\approx 18.97$", U, False),  # the exact side
+    ("Simplify $\\sqrt{704}$.", "8\\sqrt{11}", "So $\\sqrt{704} = \\boxed{8\\sqrt{11}}$", C, False),
+    ("Which is larger, $\\frac{3}{4}$ or $\\frac{2}{3}$?", "\\frac{3}{4}", "$\\boxed{\\frac{3}{4}}$", C, False),
 ]
 
 
@@ -87,6 +96,20 @@ def test_math_verify_as_it_is_where_no_guard_applies():
     math-verify still accepts is listed in docs/verifiers.md."""
     assert MV.verify("The train left at 8 in the morning.", "8").status is C
     assert V.verify("The train left at 8 in the morning.", "8", prompt=Q).status is U
+
+
+# (gold, output, status): what a math span ends with, and a sentence made of spans
+SPANS = [
+    ("24", "So the value is $4!$", C),  # a factorial's mark is not a full stop
+    ("13/21", "It is $\\frac{13}{21}.$", C),  # a full stop inside the span
+    ("15", "$f(-2)$ is equal to $5 + 5\\cdot2 = 15$.", C),  # words between spans: the last span, not the whole line
+    ("-2", "final answer is found with logs, (B+B-2)/(B!), this gives", I),  # no single number taken from it
+]
+
+
+@pytest.mark.parametrize("gold,output,status", SPANS)
+def test_math_spans_and_phrases(gold, output, status):
+    assert V.verify(output, gold).status is status
 
 
 # (gold, prediction, expected): equal through an identity, or written in degrees

@@ -159,11 +159,11 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     outside = _MATH_SPANS.sub(" ", s)
     if spans and re.search(r"\$|\\\(|\\\[", s) and (s[:spans[0].start()].strip() or re.search(r"[A-Za-z]{2}", outside)):
         # "Answer $9$", "$f(-2)$ is equal to $15$.": the maths, not the words
-        return _clean_tail(_span_content(spans[-1])), "last math span"
+        return _span_content(spans[-1]).strip().rstrip(".,;").strip(), "last math span"
     if "\n" not in s and len(s) <= MAX_ANSWER_CHARS and not looks_like_prose(s):
         return s, "whole output"
     if spans:
-        return _clean_tail(_span_content(spans[-1])), "last math span"
+        return _span_content(spans[-1]).strip().rstrip(".,;").strip(), "last math span"
     return closing_answer(s)
 
 
