@@ -217,6 +217,30 @@ def test_the_trainer_recomputes_the_engines_logprobs_on_model_tokens(tiny):
     assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
 
 
+def test_a_groups_first_turn_runs_its_prompt_once_and_the_log_probs_still_hold(tiny, monkeypatch):
+    """The G episodes of one prompt start from the same ids: the hf engine runs that prefix once (repeats=G) at the
+    first turn, and each episode after it on its own ids; the trainer's recomputation still equals every model
+    token's log-prob, and the episodes differ."""
+    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+    from reasoning_rl.rollout import decode
+
+    calls, real = [], decode.sample
+    monkeypatch.setattr(decode, "sample", lambda *a, **k: calls.append((a[1].shape[0], k.get("repeats", 1)))
+                        or real(*a, **k))
+    model, tok = tiny
+    rows = [{"prompt_id": "a", "prompt": "12+7="}] * 3 + [{"prompt_id": "b", "prompt": "9-5="}] * 3
+    eps = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), EpisodeLimits(max_turns=2))
+    assert calls[0] == (2, 3)  # two prompts through the model, each copied for its three episodes
+    assert calls[1][1] == 1  # then every episode on its own ids
+    assert len({tuple(e.ids) for e in eps[:3]}) > 1
+    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
+                     loss_masks=[e.mask for e in eps])
+    with torch.no_grad():
+        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    on = b.loss_mask.bool()
+    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+
+
 def test_truncation_ends_the_episode_and_is_its_finish_reason(tiny):
     model, tok = tiny
     eps = run_episodes(model, tok, EveryTurnIsACall(), [{"prompt_id": "a", "prompt": "1+1="}], _sampling(8),

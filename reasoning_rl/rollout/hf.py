@@ -65,16 +65,21 @@ class HFEngine:
                      seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
         """One segment after each token sequence, in one batch: its ids up to and including the first of `stops`
         (or `max_new` of them) and their log-probs. Draws from torch's global generator (`seeds` are for engines
-        that seed each request; the caller seeds torch)."""
+        that seed each request; the caller seeds torch). Sequences that come in runs of equal length of the same ids
+        (a group's episodes at their first turn) are run through the model once per run and their cache copied, as
+        `generate` does with a group's prompt (sampling.share_prefill)."""
         import torch
 
         tok, model = self.tokenizer, self.model
+        repeats = _runs(seqs) if sampling.share_prefill else 1
+        seqs = seqs[::repeats]
         width = max(map(len, seqs))
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in seqs], device=model.device)
         attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
         out, logp, lengths = decode.sample(model, input_ids, attn, max_new, list(stops),
-                                           temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+                                           temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                                           repeats=repeats)
         return [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
 
     def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:
@@ -131,3 +136,11 @@ class HFEngine:
                     ids, lps = ids[:keep + 1], lps[:keep + 1]
             result.append(Sample(text, tuple(ids), tuple(lps), finish))
         return result
+
+
+def _runs(seqs: Sequence[Sequence[int]]) -> int:
+    """k > 1 when `seqs` is consecutive runs of k identical sequences each (k the longest such), else 1."""
+    for k in range(len(seqs), 1, -1):
+        if len(seqs) % k == 0 and all(list(seqs[i]) == list(seqs[i - i % k]) for i in range(len(seqs))):
+            return k
+    return 1
