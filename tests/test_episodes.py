@@ -183,6 +183,20 @@ def _record_sampling(monkeypatch) -> list:
     return sampled
 
 
+def _recomputed(model, tok, eps):
+    """The episodes as the trainer batches them, asserting that its recomputed log-prob of every model token is the
+    one the engine returned (1e-4); returns the batch."""
+    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+
+    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
+                     loss_masks=[e.mask for e in eps])
+    with torch.no_grad():
+        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    on = b.loss_mask.bool()
+    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+    return b
+
+
 def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_token(tiny, monkeypatch):
     model, tok = tiny
     sampled = _record_sampling(monkeypatch)
@@ -203,25 +217,18 @@ def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_to
 
 def test_the_trainer_recomputes_the_engines_logprobs_on_model_tokens(tiny):
     """The full sequence scored by the model: at every model token, the log-prob the engine returned."""
-    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
 
     model, tok = tiny
     rows = [{"prompt_id": "a", "prompt": "12+7="}, {"prompt_id": "b", "prompt": "9-5="}]
     eps = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), EpisodeLimits(max_turns=2))
-    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
-                     loss_masks=[e.mask for e in eps])
-    with torch.no_grad():
-        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
-    on = b.loss_mask.bool()
-    assert on.sum() < b.c_mask.sum()  # observations are in the sequence, out of the loss
-    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+    b = _recomputed(model, tok, eps)
+    assert b.loss_mask.sum() < b.c_mask.sum()  # observations are in the sequence, out of the loss
 
 
 def test_a_groups_first_turn_runs_its_prompt_once_and_the_log_probs_still_hold(tiny, monkeypatch):
     """The G episodes of one prompt start from the same ids: the hf engine runs that prefix once (repeats=G) at the
     first turn, and each episode after it on its own ids; the trainer's recomputation still equals every model
     token's log-prob, and the episodes differ."""
-    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
     from reasoning_rl.rollout import decode
 
     calls, real = [], decode.sample
@@ -233,12 +240,7 @@ def test_a_groups_first_turn_runs_its_prompt_once_and_the_log_probs_still_hold(t
     assert calls[0] == (2, 3)  # two prompts through the model, each copied for its three episodes
     assert calls[1][1] == 1  # then every episode on its own ids
     assert len({tuple(e.ids) for e in eps[:3]}) > 1
-    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
-                     loss_masks=[e.mask for e in eps])
-    with torch.no_grad():
-        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
-    on = b.loss_mask.bool()
-    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+    _recomputed(model, tok, eps)
 
 
 def test_truncation_ends_the_episode_and_is_its_finish_reason(tiny):
@@ -282,7 +284,6 @@ def test_episodes_on_an_openai_server_are_token_ids_in_and_token_ids_out(tiny):
     as `vllm serve` takes a prompt of token ids): every request's prompt is the episode so far, token for token
     (prompt, the server's segments, the observations' ids); the trainer's recomputation equals the server's
     log-probs on model tokens; each request carries its own seed, so the episodes of one prompt differ."""
-    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
     from reasoning_rl.rollout import HFEngine
     from reasoning_rl.rollout.openai import OpenAIEngine
     from tests.helpers.openai_server import Server
@@ -306,12 +307,7 @@ def test_episodes_on_an_openai_server_are_token_ids_in_and_token_ids_out(tiny):
     assert all(b["stop_token_ids"] and b["n"] == 1 for b in srv.bodies)
     assert len({b["seed"] for b in srv.bodies}) == len(srv.bodies)  # every request its own seed
     assert len({tuple(e.ids) for e in eps}) > 1  # so one prompt's episodes are not copies of each other
-    b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
-                     loss_masks=[e.mask for e in eps])
-    with torch.no_grad():
-        lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
-    on = b.loss_mask.bool()
-    assert torch.allclose(lp[on], b.logp_old[on], atol=1e-4)
+    _recomputed(model, tok, eps)
 
 
 @pytest.mark.parametrize("staleness", [0, 1])
