@@ -130,6 +130,28 @@ def template_mismatch(tok, e: Episode) -> int | None:
     return None
 
 
+def _observe(tok, e: Episode, st: Step, chat: bool, max_episode_tokens: int) -> None:
+    """The environment's answer joins episode `e`: the turn records the call and what came back; the observation's
+    ids are appended once (the template's tool message in the chat format), unless the environment failed (the
+    episode ends, to be masked) or there is no room left to answer after it (the episode ends truncated)."""
+    e.tool_calls += st.tool_call
+    e.turns[-1].update(call=st.call, observation=st.observation, tool_s=round(st.seconds, 3),
+                       program_error=st.program_error)
+    if st.failed:
+        e.done, e.reason, e.failure = True, "environment failed", st.reason
+        return
+    said = _chat_observation(tok, e, st.observation) if chat else st.observation
+    if chat:
+        e.conv.append({"role": "tool", "content": st.observation})
+    obs = tok(said, add_special_tokens=False)["input_ids"] if said else []
+    if len(e.ids) + len(obs) >= max_episode_tokens:
+        e.done, e.reason, e.truncated = True, "truncated", True  # no room to answer: a truncated episode
+        return
+    e.add(obs, None)
+    if st.done:
+        e.done, e.reason = True, st.reason or "environment ended"
+
+
 def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, limits: EpisodeLimits,
                  stop_ids: Sequence[int] | None = None, engine=None) -> list[Episode]:
     """Every row's episode (row["prompt"] rendered as the prompt), all advancing together turn by turn. With
@@ -202,22 +224,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 continue
             steps: list[Step] = env.respond([e.state for e, _ in asking], [t for _, t in asking])
             for (e, _), st in zip(asking, steps):
-                e.tool_calls += st.tool_call
-                e.turns[-1].update(call=st.call, observation=st.observation, tool_s=round(st.seconds, 3),
-                                   program_error=st.program_error)
-                if st.failed:
-                    e.done, e.reason, e.failure = True, "environment failed", st.reason
-                    continue
-                said = _chat_observation(tok, e, st.observation) if chat else st.observation
-                if chat:
-                    e.conv.append({"role": "tool", "content": st.observation})
-                obs = tok(said, add_special_tokens=False)["input_ids"] if said else []
-                if len(e.ids) + len(obs) >= limits.max_episode_tokens:
-                    e.done, e.reason, e.truncated = True, "truncated", True  # no room to answer: a truncated episode
-                    continue
-                e.add(obs, None)
-                if st.done:
-                    e.done, e.reason = True, st.reason or "environment ended"
+                _observe(tok, e, st, chat, limits.max_episode_tokens)
         for e in eps:
             if not e.done:
                 e.done, e.reason = True, "max_turns"
