@@ -204,7 +204,6 @@ class Task:
         """Set every row's `prompt` to the text the model sees; drop rows over tasks.max_prompt_tokens (counted).
         `tools`: tool schemas the chat template shows in the prompt (a run whose environment has tools, in the chat
         format: environments.prompt_tools); kept on each row (`tools`) for the episodes' template check."""
-        self.tools = tools
         tc = self.cfg
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if tc.chat_template == "on" and not has_template:
@@ -213,7 +212,7 @@ class Task:
         for split in ("train", "test"):
             kept = []
             for i, row in enumerate(getattr(self, split)):
-                row["prompt"] = self._render_one(tokenizer, row, f"{self.source!r} {split} row {i}")
+                row["prompt"] = self._render_one(tokenizer, row, f"{self.source!r} {split} row {i}", tools)
                 if tc.max_prompt_tokens and len(tokenizer(row["prompt"])["input_ids"]) > tc.max_prompt_tokens:
                     self.dropped[f"{split}: prompt over {tc.max_prompt_tokens} tokens"] += 1
                     continue
@@ -223,7 +222,7 @@ class Task:
                                 f"{tc.max_prompt_tokens} tokens")
             setattr(self, split, kept)
 
-    def _render_one(self, tokenizer, row: dict, where: str) -> str:
+    def _render_one(self, tokenizer, row: dict, where: str, tools: list | None = None) -> str:
         tc, raw = self.cfg, row["raw"]
         if isinstance(raw, list):
             messages = [dict(m) for m in raw]
@@ -244,10 +243,9 @@ class Task:
             messages.insert(0, {"role": "system", "content": tc.system_prompt})
         if self.chat:
             row["messages"] = messages  # the conversation so far (multi-turn episodes with tool_format chat extend it)
-            if self.tools:
-                row["tools"] = self.tools
-                return tokenizer.apply_chat_template(messages, tools=self.tools, tokenize=False,
-                                                     add_generation_prompt=True)
+            if tools:
+                row["tools"] = tools
+                return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
             return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         if isinstance(raw, list):
             raise UserError(f"tasks.chat_template: {where} is a list of chat messages but the tokenizer has no chat "

@@ -129,7 +129,7 @@ class Run:
     def evaluate(self) -> dict[str, float]:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
-        if getattr(self.rl, "environment", ""):  # multi-turn: greedy episodes with the run's environment
+        if self.rl.environment:  # multi-turn: greedy episodes with the run's environment
             from ..episodes import held_out_with
 
             got = held_out_with(self.rl, self.task, self.model, self.tok, self.evals, self.cfg.generation.max_tokens,

@@ -55,13 +55,13 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"),
                               num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
                               trust_remote_code=cfg.model.trust_remote_code)
-    elif getattr(rl, "environment", ""):  # multi-turn episodes on the hf engine (grpo.environment)
+    elif rl.environment:  # multi-turn episodes on the hf engine (grpo.environment)
         from ..episodes import EpisodeEngine
 
         return EpisodeEngine.of(rl, model, tok)
     else:
         return HFEngine(model, tok)
-    if getattr(rl, "environment", ""):  # multi-turn episodes whose segments vllm or openai samples from token ids
+    if rl.environment:  # multi-turn episodes whose segments vllm or openai samples from token ids
         from ..episodes import EpisodeEngine
 
         engine = EpisodeEngine.of(rl, model, tok, engine)
