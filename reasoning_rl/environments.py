@@ -101,11 +101,12 @@ _CALL = re.compile(r"```python[ \t]*\n(.*?)\n?```", re.S)
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
-def _structured(text: str) -> tuple[re.Match, dict] | None:
-    """The first `<tool_call>` block of `text` and its parsed JSON, or None (none, or not a JSON object)."""
-    m = _TOOL_CALL.search(text)
-    if not m:
-        return None
+def _first_call(text: str) -> tuple[re.Match, dict | None] | None:
+    """The first tool call of `text`, whichever form comes first: (its match, None) for a fenced block, (its match,
+    the parsed JSON object, {} when it is not one) for a structured `<tool_call>`; None when there is no call."""
+    fenced, m = _CALL.search(text), _TOOL_CALL.search(text)
+    if m is None or (fenced is not None and fenced.start() < m.start()):
+        return (fenced, None) if fenced else None
     try:
         call = json.loads(m.group(1))
     except ValueError:
@@ -181,12 +182,12 @@ class PythonTool(Environment):
                        "required": ["code"]}}}]
 
     def call_end(self, text: str) -> int | None:
-        ends = [m.end() for m in (_CALL.search(text), (_structured(text) or (None,))[0]) if m is not None]
-        return min(ends) if ends else None
+        found = _first_call(text)
+        return found[0].end() if found else None
 
     def assistant_message(self, text: str) -> dict:
-        found = _structured(text)
-        if found is None or found[0].start() > (_CALL.search(text).start() if _CALL.search(text) else len(text)):
+        found = _first_call(text)
+        if found is None or found[1] is None:  # no call, or a fenced block: the turn's text is the message
             return {"role": "assistant", "content": text}
         m, call = found
         return {"role": "assistant", "content": text[:m.start()].rstrip(),
@@ -218,10 +219,10 @@ class PythonTool(Environment):
     def _call(self, segment: str) -> str | None:
         """The code of the segment's first call: a fenced block, or a structured call's `code` argument. A structured
         call that cannot be run becomes a program raising the reason, so the model sees it as a REPL error."""
-        fenced, found = _CALL.search(segment), _structured(segment)
-        if found is None or (fenced is not None and fenced.start() < found[0].start()):
-            return fenced.group(1) if fenced else None
-        m, call = found
+        found = _first_call(segment)
+        if found is None or found[1] is None:
+            return found[0].group(1) if found else None
+        call = found[1]
         args = call.get("arguments")
         if isinstance(args, str):  # some templates carry the arguments as a JSON string
             try:

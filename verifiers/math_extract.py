@@ -156,14 +156,14 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     if bold:
         return _clean_tail(bold[-1]), "bold"
     spans = _math_spans(s)
-    outside = _MATH_SPANS.sub(" ", s)
-    if spans and re.search(r"\$|\\\(|\\\[", s) and (s[:spans[0].start()].strip() or re.search(r"[A-Za-z]{2}", outside)):
-        # "Answer $9$", "$f(-2)$ is equal to $15$.": the maths, not the words
-        return _span_content(spans[-1]).strip().rstrip(".,;").strip(), "last math span"
+    last = _span_content(spans[-1]).strip().rstrip(".,;").strip() if spans else None  # a closing full stop, not "!"
+    worded = spans and (s[:spans[0].start()].strip() or re.search(r"[A-Za-z]{2}", _MATH_SPANS.sub(" ", s)))
+    if worded and re.search(r"\$|\\\(|\\\[", s):
+        return last, "last math span"  # "Answer $9$", "$f(-2)$ is equal to $15$.": the maths, not the words
     if "\n" not in s and len(s) <= MAX_ANSWER_CHARS and not looks_like_prose(s):
         return s, "whole output"
     if spans:
-        return _span_content(spans[-1]).strip().rstrip(".,;").strip(), "last math span"
+        return last, "last math span"
     return closing_answer(s)
 
 

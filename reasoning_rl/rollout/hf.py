@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..logprobs import pad_prompts
 from ..types import Group, Sample
 from . import decode
 from .base import PromptRow, SamplingConfig, as_rows, render_prompt, stop_ids
@@ -68,16 +69,10 @@ class HFEngine:
         that seed each request; the caller seeds torch). Sequences that come in runs of equal length of the same ids
         (a group's episodes at their first turn) are run through the model once per run and their cache copied, as
         `generate` does with a group's prompt (sampling.share_prefill)."""
-        import torch
-
-        tok, model = self.tokenizer, self.model
         repeats = _runs(seqs) if sampling.share_prefill else 1
-        seqs = seqs[::repeats]
-        width = max(map(len, seqs))
-        pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(s)) + list(s) for s in seqs], device=model.device)
-        attn = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs], device=model.device)
-        out, logp, lengths = decode.sample(model, input_ids, attn, max_new, list(stops),
+        input_ids, attn = (x.to(self.model.device) for x in pad_prompts([list(s) for s in seqs[::repeats]],
+                                                                         self.tokenizer.pad_token_id))
+        out, logp, lengths = decode.sample(self.model, input_ids, attn, max_new, list(stops),
                                            temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                                            repeats=repeats)
         return [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
