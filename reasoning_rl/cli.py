@@ -354,8 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         _exiting(argv)
-        print(f"reasoning-rl {command}: interrupted; stopped at once (the last complete checkpoint, if any, is kept)",
-              file=sys.stderr)
+        kept = ("the last complete checkpoint, if any, is kept" if args.command in ("train", "sft", "demo")
+                else "its results are written whole or not at all: nothing was written")
+        print(f"reasoning-rl {command}: interrupted; stopped at once ({kept})", file=sys.stderr)
         return 130
 
 

@@ -121,6 +121,7 @@ def cmd_eval(args) -> int:
     from .archive import provenance, write_groups
     from .cli_args import claim_output_dir
     from .eval_run import run_eval
+    from .run_dir import written_together
     from .models import load_policy
     from .rollout import SamplingConfig
 
@@ -143,17 +144,18 @@ def cmd_eval(args) -> int:
         if engine is not None:
             engine.close()
     described = task.describe(task.outcome_reward())
-    with open(os.path.join(cfg.output_dir, "archive.jsonl"), "w", encoding="utf-8") as f:
-        write_groups(f, res.groups, step=0, provenance=provenance(described))
-    with open(os.path.join(cfg.output_dir, "task.json"), "w") as f:
-        json.dump(described, f, indent=1)
     summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
                "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
                "truncated_scored_as": cfg.eval.truncated, "environment": cfg.grpo.environment or None,
                "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
-    with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
-        json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
+    with written_together(cfg.output_dir) as d:  # the three files or none (an interrupt here writes none)
+        with open(os.path.join(d, "archive.jsonl"), "w", encoding="utf-8") as f:
+            write_groups(f, res.groups, step=0, provenance=provenance(described))
+        with open(os.path.join(d, "task.json"), "w") as f:
+            json.dump(described, f, indent=1)
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
     print(json.dumps(summary))
     print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
           file=sys.stderr)

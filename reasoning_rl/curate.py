@@ -67,11 +67,14 @@ def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling:
 
 
 def write_rows(rows: list[dict], output: str) -> None:
-    """A datasets directory (save_to_disk) plus data.jsonl inside it."""
+    """A datasets directory (save_to_disk) plus data.jsonl inside `output`: both or neither (an interrupt while they
+    are written leaves `output` as it was)."""
     from datasets import Dataset
 
-    os.makedirs(output, exist_ok=True)
-    Dataset.from_list(rows).save_to_disk(os.path.join(output, "dataset"))
-    with open(os.path.join(output, "data.jsonl"), "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    from .run_dir import written_together
+
+    with written_together(output) as d:
+        Dataset.from_list(rows).save_to_disk(os.path.join(d, "dataset"))
+        with open(os.path.join(d, "data.jsonl"), "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")

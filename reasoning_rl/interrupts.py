@@ -11,7 +11,8 @@ second stops it at once.
 A second signal raises KeyboardInterrupt wherever the program is. Checkpoints are written atomically
 (trainers/checkpoint.py), so even then nothing partial is left for a resume to read. Not here: where a run
 may stop (the loop decides: after a round, with a checkpoint of it), other commands (for them Ctrl-C is a
-plain KeyboardInterrupt, which the CLI also reports in one line with exit status 130).
+plain KeyboardInterrupt, which the CLI also reports in one line with exit status 130; their results are written
+whole or not at all by `run_dir.written_together`).
 """
 from __future__ import annotations
 

@@ -100,11 +100,14 @@ def to_dataset(pairs: Sequence[Pair]):
 
 
 def write_pairs(pairs: Sequence[Pair], output: str) -> None:
-    """`output/` gets a datasets directory (`dataset/`), `pairs.parquet` and `pairs.jsonl`."""
+    """`output/` gets a datasets directory (`dataset/`), `pairs.parquet` and `pairs.jsonl`: all three or none (an
+    interrupt while they are written leaves `output` as it was)."""
     import os
 
+    from .run_dir import written_together
+
     ds = to_dataset(pairs)
-    os.makedirs(output, exist_ok=True)
-    ds.save_to_disk(os.path.join(output, "dataset"))
-    ds.to_parquet(os.path.join(output, "pairs.parquet"))
-    ds.to_json(os.path.join(output, "pairs.jsonl"), lines=True)
+    with written_together(output) as d:
+        ds.save_to_disk(os.path.join(d, "dataset"))
+        ds.to_parquet(os.path.join(d, "pairs.parquet"))
+        ds.to_json(os.path.join(d, "pairs.jsonl"), lines=True)

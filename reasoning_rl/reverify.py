@@ -130,13 +130,16 @@ def _check(rep: Report, lines, task, old_name, new_name, opts, outcome, pool, lo
 
 
 def write_report(rep: Report, out_dir: str) -> None:
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "flips.jsonl"), "w", encoding="utf-8") as f:
-        for e in rep.examples:
-            f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(rep.summary(), f, indent=1)
-    _plot(rep, os.path.join(out_dir, "reward.png"))
+    """flips.jsonl, summary.json and reward.png in `out_dir`, all three or none (an interrupt writes none)."""
+    from .run_dir import written_together
+
+    with written_together(out_dir) as d:
+        with open(os.path.join(d, "flips.jsonl"), "w", encoding="utf-8") as f:
+            for e in rep.examples:
+                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump(rep.summary(), f, indent=1)
+        _plot(rep, os.path.join(d, "reward.png"))
 
 
 def _mean(xs):

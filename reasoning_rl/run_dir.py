@@ -8,13 +8,17 @@
 - `--resume` needs a named `output_dir` that holds a checkpoint.
 
 The check runs before a model is loaded, so a refused command has touched nothing.
+`written_together(output)` is how a command that writes its results at its end (eval, curate, pairs, reverify)
+writes them: all of them or none, so a Ctrl-C while they are written leaves none half-written.
 Not here: locking against two processes that start on one directory at the same moment.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
+from typing import Iterator
 
 from .errors import UserError
 
@@ -77,3 +81,26 @@ def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = Fa
         p = os.path.join(path, f)
         shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
     return path
+
+
+@contextlib.contextmanager
+def written_together(output: str) -> Iterator[str]:
+    """A folder to write a command's results into (`output.tmp-PID`, beside `output`). When the block ends without
+    an exception its entries replace those of the same name in `output` (created if missing; nothing else there is
+    touched), one rename each; on an exception, Ctrl-C included, the folder is removed and `output` is as before."""
+    output = output.rstrip("/") or "."
+    staging = f"{output}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    try:
+        yield staging
+        os.makedirs(output, exist_ok=True)
+        for name in sorted(os.listdir(staging)):
+            src, dest = os.path.join(staging, name), os.path.join(output, name)
+            if os.path.isdir(dest) and not os.path.islink(dest):
+                shutil.rmtree(dest)
+            elif os.path.isdir(src) and os.path.lexists(dest):
+                os.remove(dest)
+            os.replace(src, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,7 +1,9 @@
 """Ctrl-C and SIGTERM on a real training run (a `python -m reasoning_rl train grpo` subprocess): the first stops it
 after the round in progress with a checkpoint of that round, one line on stderr and exit status 130, no traceback
 and no temporary files; `--resume` then continues the very trajectory of an uninterrupted run. A second signal
-stops it at once, still leaving only whole checkpoints. Other commands: one line, 130."""
+stops it at once, still leaving only whole checkpoints. The signal is sent at each phase of a round (sampling,
+verification, the update, the checkpoint write) by the function that runs it, in this process. Other commands:
+one line, 130, and their results written whole or not at all."""
 import json
 import os
 import signal
@@ -102,6 +104,62 @@ def test_the_first_signal_stops_after_the_round_and_resume_continues_the_traject
             assert resumed[step][key] == pytest.approx(v, rel=1e-5, abs=1e-6), (step, key)
 
 
+# where in a round the signal arrives: (phase, the function it arrives in, which of its calls, extra settings,
+# the step the run stops after); each of these functions is called once a round in this run
+PHASES = [
+    ("sampling", "reasoning_rl.trainers.loop._make_round", 3, [], 3),
+    ("verification", "reasoning_rl.task.Task.verify_samples", 3, [], 3),
+    ("the update", "reasoning_rl.trainers.loop._train_epochs", 3, [], 3),
+    # a save of every round; the signal during round 3's lands after that round decided not to stop: the run
+    # stops after round 4, with its checkpoint
+    ("the checkpoint write", "reasoning_rl.trainers.checkpoint.save", 3, ["grpo.checkpoint_every=1"], 4),
+]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("phase, target, call, extra, stops_after", PHASES, ids=[p[0] for p in PHASES])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_in_any_phase_of_a_round_stops_after_it_and_resume_continues(tmp_path, monkeypatch, capsys,
+                                                                             uninterrupted, phase, target, call,
+                                                                             extra, stops_after, sig):
+    """The same run in this process (the CLI's `main`), the signal sent to itself from inside `target` on its
+    `call`-th call: the signal arrives in that phase of a round, never between rounds."""
+    import importlib
+
+    from reasoning_rl import cli
+
+    module, _, name = target.rpartition(".")
+    owner = importlib.import_module(module) if "Task" not in module else importlib.import_module(
+        "reasoning_rl.task").Task
+    original, calls = getattr(owner, name), []
+
+    def signalled(*a, **k):
+        calls.append(1)
+        if len(calls) == call:
+            os.kill(os.getpid(), sig)
+        return original(*a, **k)
+
+    monkeypatch.setattr(owner, name, signalled)
+    out = tmp_path / "run"
+    settings = [x for o in [*RUN, *extra] for x in ("--set", o)]
+    assert cli.main(["train", "grpo", "--set", f"output_dir={out}", *settings]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(f"reasoning-rl train grpo: stopped by {sig.name} after step")
+    steps = sorted(_metrics(out))
+    assert len(calls) >= call and steps == list(range(steps[0], stops_after + 1))
+    assert torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"] == steps[-1]
+    assert _leftovers(out) == [] and not (out / "final").exists()
+
+    monkeypatch.setattr(owner, name, original)
+    assert cli.main(["train", "grpo", "--resume", "--set", f"output_dir={out}", *settings]) == 0
+    resumed = _metrics(out)
+    assert sorted(resumed) == sorted(uninterrupted)
+    for step in range(1, 7):
+        for key, v in uninterrupted[step].items():
+            assert resumed[step][key] == pytest.approx(v, rel=1e-5, abs=1e-6), (phase, step, key)
+
+
 @pytest.mark.timeout(600)
 def test_a_second_signal_stops_at_once_and_leaves_only_whole_checkpoints(tmp_path):
     out = tmp_path / "run"
@@ -121,9 +179,9 @@ def test_ctrl_c_in_any_other_command_is_one_line_and_130(monkeypatch, capsys):
 
     parser = cli.build_parser
     monkeypatch.setattr(cli, "build_parser", lambda: _with_func(parser(), interrupted))
-    assert cli.main(["eval", "--dataset", "x.jsonl"]) == 130
+    assert cli.main(["sft"]) == 130
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["reasoning-rl eval: interrupted; stopped at once (the last complete checkpoint, if any, is kept)"]
+    assert err == ["reasoning-rl sft: interrupted; stopped at once (the last complete checkpoint, if any, is kept)"]
 
 
 def _with_func(parser, func):
@@ -223,3 +281,55 @@ def test_ctrl_c_under_accelerate_launch_stops_every_rank_after_the_same_round(tm
     assert r.returncode == 0, r.stderr[-3000:]
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == list(range(1, 31))
     assert (out / "final" / "config.json").exists()
+
+
+def _files(d):
+    """Every file under `d` with its bytes (what an interrupted command must leave as it was)."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()} if d.exists() else {}
+
+
+def test_ctrl_c_while_eval_curate_pairs_or_reverify_write_leaves_what_was_there(tmp_path, monkeypatch, capsys):
+    """Each of these commands writes its results at its end, all of them or none: a Ctrl-C (KeyboardInterrupt)
+    raised after the first of its files is written leaves the output as it was before the command (the results of
+    an earlier run there byte for byte; nothing for a first run) and no temporary folder, exit 130 and one line."""
+    from datasets import Dataset
+
+    from reasoning_rl import archive, reverify
+    from reasoning_rl.cli import main
+
+    model = ["--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set",
+             "generation.max_tokens=6"]
+    ev = tmp_path / "eval"
+    commands = {  # name: (argv, what it writes, a function called while it writes)
+        "eval": (["eval", *model, "--limit", "4", "-n", "4", "--set", f"output_dir={ev}"], ev,
+                 (archive, "write_groups")),
+        "curate": (["curate", *model, "--limit", "4", "-n", "4", "-o", str(tmp_path / "cur")], tmp_path / "cur",
+                   (Dataset, "save_to_disk")),
+        "pairs": (["pairs", "--archive", str(ev / "archive.jsonl"), "-o", str(tmp_path / "pairs")],
+                  tmp_path / "pairs", (Dataset, "to_parquet")),
+        "reverify": (["reverify", str(ev)], ev / "reverify", (reverify, "_plot")),
+    }
+    for name, (argv, out, (owner, fn)) in commands.items():
+        original = getattr(owner, fn)
+
+        def interrupted(*a, **k):
+            original(*a, **k)  # the file is written (to the staging folder) ...
+            raise KeyboardInterrupt  # ... and Ctrl-C arrives before the others are
+
+        if name != "eval":  # an earlier run's results are there (eval refuses a directory holding a run)
+            assert main(argv) == 0, name
+            before = _files(out)
+            assert before, name
+        else:
+            before = {}
+        capsys.readouterr()
+        monkeypatch.setattr(owner, fn, interrupted)
+        assert main(argv) == 130, name
+        monkeypatch.setattr(owner, fn, original)
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"reasoning-rl {name}: interrupted; stopped at once (its results are written whole or not at all: nothing "
+            "was written)")
+        assert _files(out) == before, name
+        assert not list(tmp_path.rglob("*.tmp-*")), name
+        if name == "eval":  # the uninterrupted eval, whose archive pairs and reverify read
+            assert main(argv) == 0 and (ev / "summary.json").exists()

@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
@@ -149,6 +147,24 @@ def test_an_eval_directory_is_a_report_too(tmp_path):
     rep = write_report(str(out))
     assert rep.run["kind"] == "eval" and len(rep.samples) == 4 * 2 + 4  # sampled, and the greedy ones beside them
     assert rep.run["summary"]["prompts"] == 4 and any("metrics.jsonl: missing" in x for x in rep.skipped)
+
+
+def test_a_ppo_run_is_a_report_too(tmp_path):
+    """A PPO run (critic, GAE) writes what a GRPO run does: its metrics (with the critic's), archive, ledger and
+    config; the report reads them as it reads GRPO's, curriculum included."""
+    from reasoning_rl.trainers.ppo import train_ppo
+
+    out = tmp_path / "ppo"
+    ppo = [o.replace("grpo.", "ppo.") for o in RUN if "group_size" not in o and "filter_mixed" not in o]
+    train_ppo(config.load(Config, overrides=ppo + ["ppo.steps=2", "ppo.group_size=2", f"output_dir={out}"]),
+              log=lambda *_: None)
+    rep = write_report(str(out))
+    assert rep.run["kind"] == "ppo" and rep.skipped == []
+    assert rep.metrics == _lines(out / "metrics.jsonl") and "loss/value" in rep.metrics[-1]
+    assert len(rep.samples) == len(_lines(out / "archive.jsonl")) == 2 * 4 * 2
+    decisions = [d for steps in rep.curriculum["groups"].values() for ds in steps.values() for d in ds]
+    assert decisions == ["kept"] * (2 * 4) and set(rep.curriculum["ledger"]) == set(rep.curriculum["groups"])
+    assert (out / "report.html").stat().st_size > 0
 
 
 def test_a_sample_cannot_close_the_data_block(run_dir, tmp_path):
