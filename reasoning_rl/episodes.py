@@ -23,7 +23,9 @@ itself (`Step.failed`) ends it and marks the sample for masking (`Episode.failur
 
 Not here: the environment (environments.py), verification (the task's verifiers read `Sample.text`, the model's own
 words: an answer a program printed counts only once the model writes it), the loss (trainers/grpo_batch.py).
-Deliberately simple: each turn re-encodes the episode's whole prefix (no KV cache kept across turns).
+On the hf engine each episode's KV cache is kept from one turn to the next (keyed by episode; freed when it ends),
+so a turn runs only its new tokens through the model (`SamplingConfig.reuse_turn_cache`); vLLM's prefix cache does
+the same on its engines.
 Not here either: an environment's turns on the `worker` engine (refused).
 """
 from __future__ import annotations
@@ -180,6 +182,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
         torch.manual_seed(sampling.seed)
     engine = engine or HFEngine(model, tok)
     order = {id(e): i for i, e in enumerate(eps)}  # each episode's own seed, turn after turn
+    run = object()  # with order, each episode's key for the engine's kept cache (hf), unique to this call
+    forget = getattr(engine, "forget", lambda keys: None)
     was_training = model is not None and model.training
     if model is not None:
         model.eval()
@@ -192,7 +196,8 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
             max_new = max(1, min(sampling.max_tokens, max(budget)))
             seeds = None if sampling.seed is None else [sampling.seed + turn * len(eps) + order[id(e)] for e in live]
             t0 = time.time()
-            segs = engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, stops, sampling, seeds)
+            segs = engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, stops, sampling, seeds,
+                                       keys=[(run, order[id(e)]) for e in live])
             gen_s = time.time() - t0
             asking: list[tuple[Episode, str]] = []
             for e, (row_ids, row_lp), room in zip(live, segs, budget):
@@ -220,11 +225,11 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                     e.done, e.reason = True, "max_tool_calls"
                 else:
                     asking.append((e, text))
-            if not asking:
-                continue
-            steps: list[Step] = env.respond([e.state for e, _ in asking], [t for _, t in asking])
-            for (e, _), st in zip(asking, steps):
-                _observe(tok, e, st, chat, limits.max_episode_tokens)
+            if asking:
+                steps: list[Step] = env.respond([e.state for e, _ in asking], [t for _, t in asking])
+                for (e, _), st in zip(asking, steps):
+                    _observe(tok, e, st, chat, limits.max_episode_tokens)
+            forget([(run, order[id(e)]) for e in live if e.done])  # an ended episode's kept cache
         for e in eps:
             if not e.done:
                 e.done, e.reason = True, "max_turns"
@@ -233,6 +238,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 if pos is not None:
                     e.turns[-1]["template_mismatch"] = pos
     finally:
+        forget([(run, i) for i in range(len(eps))])
         if model is not None:
             model.train(was_training)
         for e in eps:

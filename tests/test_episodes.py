@@ -168,18 +168,18 @@ def _sampling(max_tokens=6):
 
 
 def _record_sampling(monkeypatch) -> list:
-    """Every turn's sampled ids, per row, as the decoder returned them (decode.sample recorded, not replaced)."""
+    """Every turn's sampled ids, per row, as the decoder returned them (decode.sample_kept recorded, not replaced)."""
     from reasoning_rl.rollout import decode
 
     sampled = []
-    real = decode.sample
+    real = decode.sample_kept
 
     def recording(*a, **k):
         out = real(*a, **k)
         sampled.append([row[:n] for row, n in zip(out[0].tolist(), out[2].tolist())])
         return out
 
-    monkeypatch.setattr(decode, "sample", recording)
+    monkeypatch.setattr(decode, "sample_kept", recording)
     return sampled
 
 
@@ -231,8 +231,8 @@ def test_a_groups_first_turn_runs_its_prompt_once_and_the_log_probs_still_hold(t
     token's log-prob, and the episodes differ."""
     from reasoning_rl.rollout import decode
 
-    calls, real = [], decode.sample
-    monkeypatch.setattr(decode, "sample", lambda *a, **k: calls.append((a[1].shape[0], k.get("repeats", 1)))
+    calls, real = [], decode.sample_kept
+    monkeypatch.setattr(decode, "sample_kept", lambda *a, **k: calls.append((a[1].shape[0], k.get("repeats", 1)))
                         or real(*a, **k))
     model, tok = tiny
     rows = [{"prompt_id": "a", "prompt": "12+7="}] * 3 + [{"prompt_id": "b", "prompt": "9-5="}] * 3
@@ -241,6 +241,42 @@ def test_a_groups_first_turn_runs_its_prompt_once_and_the_log_probs_still_hold(t
     assert calls[1][1] == 1  # then every episode on its own ids
     assert len({tuple(e.ids) for e in eps[:3]}) > 1
     _recomputed(model, tok, eps)
+
+
+def test_a_later_turn_runs_only_its_new_tokens_and_samples_what_re_encoding_would(tiny, monkeypatch):
+    """With each episode's cache kept from one turn to the next (the default), a turn after the first runs only the
+    new tokens through the model (the last sampled token and the observation, the same count for every row), yet the
+    episodes are those of re-encoding every turn: the same ids token for token from the same seed, log-probs equal
+    up to float noise, and the trainer's recomputation equal to them."""
+    import dataclasses
+
+    from reasoning_rl.rollout import decode
+
+    model, tok = tiny
+    rows = [{"prompt_id": "a", "prompt": "12+7="}] * 2 + [{"prompt_id": "b", "prompt": "3*45="}] * 2
+    limits = EpisodeLimits(max_turns=3, max_tool_calls=2, max_episode_tokens=200)
+    fed, real = [], decode.sample_kept
+
+    def counting(m, input_ids, attention_mask, *a, **k):
+        fed.append((int(attention_mask.sum()), k.get("past") is not None))  # real input tokens run this call
+        return real(m, input_ids, attention_mask, *a, **k)
+
+    monkeypatch.setattr(decode, "sample_kept", counting)
+    kept = run_episodes(model, tok, EveryTurnIsACall(), rows, _sampling(), limits)
+    reused = fed[:]
+    fed.clear()
+    again = run_episodes(model, tok, EveryTurnIsACall(), rows, dataclasses.replace(_sampling(), reuse_turn_cache=False),
+                         limits)
+    obs = len(tok(EveryTurnIsACall.OBS, add_special_tokens=False)["input_ids"])
+    assert [p for _, p in reused] == [False, True, True] and [p for _, p in fed] == [False, False, False]
+    assert reused[0] == fed[0]  # the first turn: the prompts, once per group either way
+    for turn in (1, 2):  # then every episode's last sampled token and the observation, against its whole ids
+        assert reused[turn][0] == 4 * (1 + obs) < fed[turn][0]
+    for a, b in zip(kept, again):
+        assert a.ids == b.ids and a.mask == b.mask
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    _recomputed(model, tok, kept)
+    assert len({tuple(e.ids) for e in kept[:2]}) > 1
 
 
 def test_truncation_ends_the_episode_and_is_its_finish_reason(tiny):
@@ -564,7 +600,7 @@ class Scripted:
         end = tok.convert_tokens_to_ids("<|im_end|>")
         self.turns = [tok(t, add_special_tokens=False)["input_ids"] + [end] for t in turns]
 
-    def continue_ids(self, seqs, max_new, stops, sampling, seeds=None):
+    def continue_ids(self, seqs, max_new, stops, sampling, seeds=None, keys=None):
         ids = self.turns.pop(0)
         return [(ids, [0.0] * len(ids)) for _ in seqs]
 

@@ -31,6 +31,10 @@ class SamplingConfig(GenerationConfig):
     share_prefill: bool = knob(True, "hf engine: run each prompt through the model once for all its samples and copy "
                                      "its cache (the same tokens, log-probs equal up to float noise); off = every "
                                      "sample its own prompt pass")
+    reuse_turn_cache: bool = knob(True, "hf engine, multi-turn episodes: keep each episode's KV cache from one turn "
+                                        "to the next and run only the new tokens (the observation) through the "
+                                        "model (log-probs equal up to float noise); off = every turn re-encodes "
+                                        "the whole episode")
 
     @classmethod
     def of(cls, gen: GenerationConfig, **call: Any) -> "SamplingConfig":

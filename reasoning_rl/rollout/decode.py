@@ -21,6 +21,11 @@ logp is log softmax(logits / T) of each sampled token, before top-p/top-k trunca
 rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
 Sampling draws from torch's global generator, like `generate`, so a seeded run repeats.
 
+A multi-turn episode's next turn continues its own cache (`continue_cache`, `sample_kept`): the caller keeps
+each row's cache at the row's end (its keys and values over the tokens fed: the input and every sampled token but
+the last) and hands back, next turn, the part still valid as a left-padded batch with its mask, so only the new
+tokens (the last sampled one, the observation) are run through the model.
+
 Not here: stop strings (the engine falls back to `generate` for those), beam search,
 speculative decoding, or prefixes shared between different prompts (a system prompt).
 """
@@ -45,10 +50,68 @@ def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
     return logits
 
 
-@torch.no_grad()
+RowCache = list  # one row's cache: per layer (keys, values), each (H, L, D) over the row's L real positions
+
+
+def reusable(model) -> bool:
+    """Whether a row's cache can be cut and batched again: every layer a plain full-attention DynamicLayer (not a
+    sliding window, not a recurrent state)."""
+    from transformers import DynamicCache
+
+    layers = DynamicCache(config=model.config).layers
+    return bool(layers) and all(type(x).__name__ == "DynamicLayer" for x in layers)
+
+
+def continue_cache(model, rows: list[RowCache | None], keep: list[int]):
+    """A batch cache from rows' own caches, each cut to its first keep[i] positions and left-padded to the longest:
+    (cache, mask (B, M)); a row with None or keep 0 is all padding. None when no row keeps anything."""
+    from transformers import DynamicCache
+
+    M = max(keep, default=0)
+    if M == 0:
+        return None
+    some = next(r for r, k in zip(rows, keep) if r is not None and k > 0)
+    cache = DynamicCache(config=model.config)
+    mask = torch.zeros(len(rows), M, dtype=torch.long, device=some[0][0].device)
+    for i, k in enumerate(keep):
+        mask[i, M - k:] = 1
+    for layer in range(len(some)):
+        parts = []
+        for which in (0, 1):  # keys, values
+            like = some[layer][which]  # (H, L, D)
+            batch = like.new_zeros(len(rows), like.shape[0], M, like.shape[2])  # (B, H, M, D)
+            for i, (r, k) in enumerate(zip(rows, keep)):
+                if r is not None and k > 0:
+                    batch[i, :, M - k:] = r[layer][which][:, :k]
+            parts.append(batch)
+        cache.update(parts[0], parts[1], layer)
+    return cache, mask
+
+
+def _row_caches(cache, mask: torch.Tensor, rows: torch.Tensor) -> list[RowCache]:
+    """Rows `rows` of a batch cache, each over its real (unpadded: left padding only) positions, copied out."""
+    out = []
+    for j in rows.tolist():
+        n = int(mask[j].sum())
+        out.append([(x.keys[j, :, -n:].clone(), x.values[j, :, -n:].clone()) if n else None for x in cache.layers])
+    return out
+
+
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ids, logp, lengths, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
+                                        top_k, repeats)
+    return ids, logp, lengths
+
+
+@torch.no_grad()
+def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
+                temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, past=None,
+                keep: bool = False):
+    """`sample`, continuing `past` (a `continue_cache` result: the input follows it) when given, and with `keep`
+    each row's cache at its end (`RowCache`: the input's real positions and every sampled token but the last);
+    -> ids, logp, lengths, caches (None without keep)."""
     from transformers import DynamicCache
 
     B, dev = input_ids.shape[0] * repeats, input_ids.device
@@ -57,9 +120,12 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
     logp = torch.zeros(B, max_tokens, device=dev)
     lengths = torch.full((B,), max_tokens, dtype=torch.long, device=dev)
     alive = torch.arange(B, device=dev)  # rows of the original batch still generating
-    mask = attention_mask
-    pos = mask.long().cumsum(-1) - 1  # (B, Tp): left padding does not shift positions
-    cache = DynamicCache(config=model.config)
+    kept: list = [None] * B
+    if past is not None:  # the rows' caches so far, then this input: (B, M + Tp)
+        cache, mask = past[0], torch.cat([past[1].to(attention_mask.dtype), attention_mask], dim=1)
+    else:
+        cache, mask = DynamicCache(config=model.config), attention_mask
+    pos = (mask.long().cumsum(-1) - 1)[:, mask.shape[1] - input_ids.shape[1]:]  # (P, Tp): padding does not shift
     # transformers >= 5.2x names the argument `cache` (`past_key_values` is deprecated); older ones only know the latter
     kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,
@@ -86,14 +152,20 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
         if t == max_tokens - 1:
             break
         if done.any():
-            keep = (~done).nonzero().squeeze(-1)
-            if keep.numel() == 0:
-                break
-            cache.batch_select_indices(keep)
-            alive, nxt, mask, pos = alive[keep], nxt[keep], mask[keep], pos[keep]
+            if keep:
+                for j, c in zip(alive[done].tolist(), _row_caches(cache, mask, done.nonzero().squeeze(-1))):
+                    kept[j] = c
+            live = (~done).nonzero().squeeze(-1)
+            if live.numel() == 0:
+                return ids, logp, lengths, (kept if keep else None)
+            cache.batch_select_indices(live)
+            alive, nxt, mask, pos = alive[live], nxt[live], mask[live], pos[live]
         pos = pos + 1
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
         out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=pos.unsqueeze(-1),
                     use_cache=True, **{kw: cache})
         logits = out.logits[:, -1, :]
-    return ids, logp, lengths
+    if keep:  # the rows still generating at the last step
+        for j, c in zip(alive.tolist(), _row_caches(cache, mask, torch.arange(len(alive), device=dev))):
+            kept[j] = c
+    return ids, logp, lengths, (kept if keep else None)

@@ -10,9 +10,10 @@ Sampling runs in `decode.sample`, which drops each row from the batch and the KV
 finishes; `generate` is used only when stop strings are asked for. `continue_ids` samples one
 segment after each of several token sequences (a multi-turn episode's next turn, episodes.py).
 
-A group's prompt is run through the model once and its KV cache copied for each sample.
+A group's prompt is run through the model once and its KV cache copied for each sample; an episode's cache is
+kept from one turn to the next (`continue_ids` with keys), so a turn runs only the observation through the model.
 
-Not here: KV-cache reuse across groups, speculative decoding, multi-GPU (see vllm).
+Not here: KV-cache reuse across groups or rounds, speculative decoding, multi-GPU (see vllm).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class HFEngine:
         self.batch_size = batch_size
         if tokenizer.pad_token_id is None:
             raise ValueError("hf engine: the tokenizer has no pad token; set tokenizer.pad_token")
+        self._turn_kv: dict = {}  # key -> (ids the cache covers, decode.RowCache): continue_ids's kept caches
 
     def update_weights(self, model) -> None:
         """Use these weights from now on (the same object the trainer updates, or a copy of its state)."""
@@ -63,19 +65,45 @@ class HFEngine:
         return groups
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
-                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+                     seeds: Sequence[int] | None = None, keys: Sequence | None = None
+                     ) -> list[tuple[list[int], list[float]]]:
         """One segment after each token sequence, in one batch: its ids up to and including the first of `stops`
         (or `max_new` of them) and their log-probs. Draws from torch's global generator (`seeds` are for engines
         that seed each request; the caller seeds torch). Sequences that come in runs of equal length of the same ids
         (a group's episodes at their first turn) are run through the model once per run and their cache copied, as
-        `generate` does with a group's prompt (sampling.share_prefill)."""
-        repeats = _runs(seqs) if sampling.share_prefill else 1
-        input_ids, attn = (x.to(self.model.device) for x in pad_prompts([list(s) for s in seqs[::repeats]],
-                                                                         self.tokenizer.pad_token_id))
-        out, logp, lengths = decode.sample(self.model, input_ids, attn, max_new, list(stops),
-                                           temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                                           repeats=repeats)
-        return [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
+        `generate` does with a group's prompt (sampling.share_prefill).
+
+        `keys` name the sequences across calls (an episode each, turn after turn): each one's KV cache is kept at
+        its end, and the next call with its key runs only what is new after the part of the cache still valid (the
+        longest common prefix of the ids cached and the ids given), sampling.reuse_turn_cache; `forget(keys)` frees
+        them. Every row runs the same number of new tokens (the most any row needs), so a row with a shorter
+        observation recomputes a few cached tokens: the batch stays left-padded only."""
+        model, pad = self.model, self.tokenizer.pad_token_id
+        seqs = [list(s) for s in seqs]
+        reuse = keys is not None and sampling.reuse_turn_cache and decode.reusable(model)
+        past, fresh = None, [0] * len(seqs)
+        if reuse:
+            have = [self._turn_kv.get(k) for k in keys]
+            common = [min(_common(h[0], s), len(s) - 1) if h else 0 for h, s in zip(have, seqs)]
+            new = max(len(s) - c for s, c in zip(seqs, common))  # tokens every row runs
+            fresh = [max(0, len(s) - new) for s in seqs]  # cached positions each row keeps
+            past = decode.continue_cache(model, [h[1] if h else None for h in have], fresh)
+        repeats = _runs(seqs) if sampling.share_prefill and past is None else 1
+        input_ids, attn = (x.to(model.device) for x in pad_prompts([s[f:] for s, f in zip(seqs, fresh)][::repeats],
+                                                                    pad))
+        out, logp, lengths, caches = decode.sample_kept(
+            model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
+            top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse)
+        result = [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
+        if reuse:  # each row's cache covers its ids and every sampled token but the last
+            for k, s, (ids, _), c in zip(keys, seqs, result, caches):
+                self._turn_kv[k] = (s + ids[:-1], c)
+        return result
+
+    def forget(self, keys: Sequence) -> None:
+        """Free the caches `continue_ids` kept for these keys (an episode that ended)."""
+        for k in keys:
+            self._turn_kv.pop(k, None)
 
     def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:
         """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py)."""
@@ -131,6 +159,16 @@ class HFEngine:
                     ids, lps = ids[:keep + 1], lps[:keep + 1]
             result.append(Sample(text, tuple(ids), tuple(lps), finish))
         return result
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """The length of the longest common prefix of two id sequences."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _runs(seqs: Sequence[Sequence[int]]) -> int:

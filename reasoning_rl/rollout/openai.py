@@ -161,9 +161,11 @@ class OpenAIEngine:
         return ids, lps
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
-                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+                     seeds: Sequence[int] | None = None, keys: Sequence | None = None
+                     ) -> list[tuple[list[int], list[float]]]:
         """One segment after each token sequence (one request each, `max_concurrency` at a time): its ids up to and
-        including the first of `stops` (or `max_new` of them) and their log-probs; `seeds[i]` seeds request i."""
+        including the first of `stops` (or `max_new` of them) and their log-probs; `seeds[i]` seeds request i.
+        `keys` (an episode's, for the hf engine's kept cache) are not needed: a server's prefix cache does that."""
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as ex:
             return list(ex.map(lambda i: self._continue(seqs[i], max_new, stops, sampling,
                                                         seeds[i] if seeds else None), range(len(seqs))))

@@ -90,9 +90,11 @@ class VLLMEngine:
         return groups
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
-                     seeds: Sequence[int] | None = None) -> list[tuple[list[int], list[float]]]:
+                     seeds: Sequence[int] | None = None, keys: Sequence | None = None
+                     ) -> list[tuple[list[int], list[float]]]:
         """One segment after each token sequence: its ids up to and including the first of `stops` (or `max_new`
-        of them) and their log-probs; `seeds[i]` seeds request i."""
+        of them) and their log-probs; `seeds[i]` seeds request i. `keys` (an episode's, for the hf engine's kept
+        cache) are not needed: vLLM's prefix cache finds the shared prefix."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
