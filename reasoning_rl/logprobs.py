@@ -24,18 +24,26 @@ import torch
 
 
 def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
-                   completion_mask: torch.Tensor, *, temperature: float = 1.0,
-                   return_entropy: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc)."""
+                   completion_mask: torch.Tensor, *, temperature: float = 1.0, return_entropy: bool = False,
+                   share_prompts: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc).
+
+    share_prompts: rows with the same prompt (a group's samples) run it through the model once; its keys and values
+    are copied to each of its rows and the completions run after them (`_shared_prompt_logits`). The same values
+    and gradients up to float noise, for about (unique prompts x Tp + B x Tc) tokens instead of B x (Tp + Tc)."""
     if prompt_ids.shape[0] != completion_ids.shape[0]:
         raise ValueError(f"prompt batch {prompt_ids.shape[0]} != completion batch {completion_ids.shape[0]}")
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, Tp + Tc)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # left padding does not shift positions
-    Tc = completion_ids.shape[1]
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                logits_to_keep=Tc + 1, use_cache=False)
-    logits = out.logits[:, :-1, :].float()  # (B, Tc, V): position t predicts completion token t
+    logits = _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask) \
+        if share_prompts else None
+    if logits is None:
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)  # (B, Tp + Tc)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # left padding does not shift positions
+        Tc = completion_ids.shape[1]
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                    logits_to_keep=Tc + 1, use_cache=False)
+        logits = out.logits[:, :-1, :]  # (B, Tc, V): position t predicts completion token t
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     lse = torch.logsumexp(logits, dim=-1)  # (B, Tc)
@@ -47,6 +55,54 @@ def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, c
     probs = torch.softmax(logits, dim=-1)
     entropy = (lse - (probs * logits).sum(-1)) * cm  # H = logsumexp - E_p[logit]
     return logp, entropy
+
+
+def prompt_runs(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, inverse): the first row of each distinct prompt (U,), and each row's distinct prompt (B,)."""
+    _, inverse = torch.unique(torch.cat([prompt_ids, prompt_mask.to(prompt_ids.dtype)], dim=1), dim=0,
+                              return_inverse=True)
+    first = torch.full((int(inverse.max()) + 1,), len(inverse), dtype=torch.long)
+    first = first.scatter_reduce(0, inverse, torch.arange(len(inverse)), reduce="amin")
+    return first, inverse
+
+
+def _checkpointing(model) -> bool:
+    """Whether activation (gradient) checkpointing is on: transformers then runs no cache in training."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the model
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # the first from transformers 5.x
+        if hasattr(type(inner), name):
+            return bool(getattr(inner, name))
+    return False
+
+
+def _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor | None:
+    """The (B, Tc, V) logits predicting each completion token, each distinct prompt run once: its forward pass
+    (U rows) keeps its keys and values, which are gathered to the B rows (autograd carries the gradient of every row
+    back to its prompt's one pass), and the completions but their last token run after them. The logit at the
+    prompt's last position predicts completion token 0. None where there is nothing to share (every prompt
+    distinct) or the model cannot run so (DDP-wrapped: one forward per backward; gradient checkpointing: no cache
+    in training; a cache that is not plain full attention), and the caller runs the plain pass."""
+    from transformers import DynamicCache
+
+    from .rollout.decode import cache_argument, reusable
+
+    first, inverse = prompt_runs(prompt_ids, prompt_mask)
+    if len(first) == len(inverse) or isinstance(model, torch.nn.parallel.DistributedDataParallel) \
+            or _checkpointing(model) or not reusable(model):
+        return None
+    kw = cache_argument(model)
+    Tp, Tc = prompt_ids.shape[1], completion_ids.shape[1]
+    mask = torch.cat([prompt_mask, completion_mask], dim=1)  # (B, Tp + Tc)
+    pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=model.config)
+    head = model(input_ids=prompt_ids[first], attention_mask=prompt_mask[first], position_ids=pos[first, :Tp],
+                 use_cache=True, logits_to_keep=1, **{kw: cache}).logits  # (U, 1, V)
+    if Tc == 1:
+        return head[inverse]
+    cache.batch_select_indices(inverse)  # (U, ...) -> (B, ...): each row its prompt's keys and values
+    tail = model(input_ids=completion_ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, Tp:-1],
+                 use_cache=True, **{kw: cache}).logits  # (B, Tc - 1, V)
+    return torch.cat([head[inverse], tail], dim=1)
 
 
 def sequence_logprob(per_token: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
@@ -136,11 +192,24 @@ def trim_padding(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion
     return prompt_ids[:, Tp - tp:], prompt_mask[:, Tp - tp:], completion_ids[:, :tc], completion_mask[:, :tc]
 
 
-def length_buckets(lengths: list[int], buckets: int) -> list[list[int]]:
+def length_buckets(lengths: list[int], buckets: int, groups: list[int] | None = None) -> list[list[int]]:
     """Positions 0..n-1 sorted by length and cut into up to `buckets` runs of equal count: micro-batches whose
-    rows are of similar length, so padding each to its own longest wastes little."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    if not order:
+    rows are of similar length, so padding each to its own longest wastes little. With `groups` (each position's
+    group) a group is never split: groups sorted by their longest row fill runs of about equal count."""
+    if not lengths:
         return []
-    size = -(-len(order) // max(1, min(buckets, len(order))))
-    return [order[i:i + size] for i in range(0, len(order), size)]
+    if groups is None:
+        order = sorted(range(len(lengths)), key=lengths.__getitem__)
+        size = -(-len(order) // max(1, min(buckets, len(order))))
+        return [order[i:i + size] for i in range(0, len(order), size)]
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    size = -(-len(lengths) // max(1, min(buckets, len(members))))
+    runs, run = [], []
+    for m in sorted(members.values(), key=lambda m: max(lengths[i] for i in m)):
+        run += m
+        if len(run) >= size:
+            runs.append(run)
+            run = []
+    return runs + ([run] if run else [])

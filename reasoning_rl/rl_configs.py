@@ -32,6 +32,11 @@ class RLConfig:
                                     "gradient_accumulation_steps", min=1)
     grad_clip: float = knob(1.0, "max gradient norm per model (0 = off); TRL max_grad_norm", min=0.0)
     bf16: bool = knob(False, "autocast the update's forward passes to bfloat16 where the device supports it; TRL bf16")
+    share_prompt_pass: Literal["auto", "on", "off"] = knob(
+        "auto", "the update's forward passes run each group's prompt once and its samples after it (its keys and "
+                "values copied to each; the same log-probs and gradients up to float noise, for less compute the "
+                "longer the prompt); auto = on, except for the embedded tiny model, whose published trajectory was "
+                "computed without it and whose prompts are a few characters")
     mask_truncated_completions: bool = knob(False, "leave completions that hit generation.max_tokens out of the loss; "
                                                    "TRL mask_truncated_completions")
     format_weight: float = knob(0.0, "weight of the task's format rule in the reward (0 = logged only)")

@@ -80,13 +80,19 @@ def test_length_buckets_partition_by_length():
     assert sorted(i for c in chunks for i in c) == list(range(7)) and len(chunks) == 3
     assert [[lengths[i] for i in c] for c in chunks] == [[3, 4, 5], [9, 12, 28], [30]]
     assert length_buckets([5, 1], 8) == [[1], [0]] and length_buckets([], 4) == []
+    # with groups (a prompt's samples), a group stays whole: ordered by its longest row, runs of about equal count
+    groups = [0, 1, 2, 1, 0, 2, 3]
+    chunks = length_buckets(lengths, 3, groups)
+    assert sorted(i for c in chunks for i in c) == list(range(7))
+    # runs of at least ceil(7 / 3) rows: groups 1 (longest 4) and 3 (5), then groups 0 (12) and 2 (30)
+    assert [sorted(c) for c in chunks] == [[1, 3, 6], [0, 2, 4, 5]]
 
 
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
 def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
-    share) gives the same gradient and metrics as one padded batch, for each token aggregation; `grpo.bf16`
-    autocasts it to a gradient within 10% of float32's."""
+    share) gives the same gradient and metrics as one padded batch, for each token aggregation, also with each
+    group's prompt run once (share_prompts); `grpo.bf16` autocasts it to a gradient within 10% of float32's."""
     from reasoning_rl.logprobs import TokenBatch
     from reasoning_rl.trainers.distributed import Ranks
     from reasoning_rl.trainers.grpo_batch import GRPOBatch
@@ -95,7 +101,7 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     model, tok = tiny
     gen = torch.Generator().manual_seed(0)
     n = 12
-    prompts = [tok(f"{i * 37}+{i}=")["input_ids"] for i in range(n)]
+    prompts = [tok(f"{i % 4 * 37}+{i % 4}=")["input_ids"] for i in range(n)]  # 4 groups of 3
     comps = [torch.randint(4, 60, (int(k),), generator=gen).tolist() for k in torch.randint(1, 20, (n,), generator=gen)]
     p_ids, p_mask = pad_prompts(prompts, tok.pad_token_id)
     c_ids, c_mask = pad_completions(comps, tok.pad_token_id)
@@ -105,15 +111,72 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     batch = GRPOBatch(TokenBatch(p_ids, p_mask, c_ids, c_mask, old * c_mask), A, [])
     idx = torch.arange(n)
     grads, metrics = [], []
-    for extra in (["grpo.length_buckets=1"], ["grpo.length_buckets=4"], ["grpo.length_buckets=4", "grpo.bf16=true"]):
-        cfg = config.load(Config, overrides=extra + [f"grpo.loss_type={loss_type}"])
+    for extra in (["grpo.length_buckets=1"], ["grpo.length_buckets=4"], ["grpo.length_buckets=4", "grpo.bf16=true"],
+                  ["grpo.length_buckets=2", "share"]):
+        cfg = config.load(Config, overrides=[x for x in extra if x != "share"] + [f"grpo.loss_type={loss_type}"])
         model.zero_grad()
-        metrics.append(_update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, idx))
+        metrics.append(_update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, idx,
+                               share_prompts="share" in extra))
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert grads[0].abs().max() > 1e-4  # a real gradient
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()
+    assert torch.allclose(grads[0], grads[3], atol=1e-6, rtol=1e-4), (grads[0] - grads[3]).abs().max()
     bf16_err = ((grads[2] - grads[0]).norm() / grads[0].norm()).item()  # autocast is on, and close to float32
     assert 0 < bf16_err < 0.1, bf16_err
     for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max", "entropy"):
         assert metrics[1][k] == pytest.approx(metrics[0][k], abs=1e-5), k
+        assert metrics[3][k] == pytest.approx(metrics[0][k], abs=1e-5), k
     model.zero_grad()
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_a_prompt_run_once_for_its_rows_gives_the_same_logprobs_entropy_and_gradients(tiny, lora):
+    """share_prompts: each distinct prompt through the model once, its cache gathered to its rows (a group's samples,
+    here not adjacent, prompts of different lengths): log-probs, entropies and the gradient of a loss on them equal
+    the plain pass's (float noise), on the full model and through LoRA adapters."""
+    import copy
+
+    from reasoning_rl.logprobs import prompt_runs
+
+    model, tok = tiny
+    model = copy.deepcopy(model).train()
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                 init_lora_weights=False))
+    prompts = [tok(p)["input_ids"] for p in ["12+7=", "3*45=", "12+7=", "9=", "3*45=", "12+7="]]
+    comps = [[20, 21, tok.eos_token_id], [22], [23, 24, 25, 26, tok.eos_token_id], [27, 28], [29, 30, 31], [32]]
+    p_ids, p_mask = pad_prompts(prompts, tok.pad_token_id)
+    c_ids, c_mask = pad_completions(comps, tok.pad_token_id)
+    first, inverse = prompt_runs(p_ids, p_mask)
+    assert len(first) == 3 and [prompts[int(first[i])] for i in inverse] == prompts
+
+    def run(share):
+        model.zero_grad()
+        lp, ent = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=0.7, return_entropy=True,
+                                 share_prompts=share)
+        ((lp * torch.arange(1.0, 1.0 + lp.shape[1])).sum() + ent.sum()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return lp.detach(), ent.detach(), grads
+
+    lp0, ent0, g0 = run(False)
+    lp1, ent1, g1 = run(True)
+    assert torch.allclose(lp1, lp0, atol=1e-5) and torch.allclose(ent1, ent0, atol=1e-5)
+    assert (lp1[c_mask == 0] == 0).all()
+    assert g0.keys() == g1.keys() and len(g0) > 0
+    for name in g0:
+        assert torch.allclose(g1[name], g0[name], atol=1e-4, rtol=1e-4), name
+
+
+def test_distinct_prompts_take_the_plain_pass(tiny, monkeypatch):
+    """Nothing to share (every prompt distinct): the one plain forward pass, not two."""
+    model, tok = tiny
+    calls = []
+    real = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: calls.append(1) or real(*a, **k))
+    p_ids, p_mask = pad_prompts([tok("1+2=")["input_ids"], tok("10+20=")["input_ids"]], tok.pad_token_id)
+    c_ids, c_mask = pad_completions([[20, 21], [22, 23, 24, 25]], tok.pad_token_id)
+    with torch.no_grad():
+        token_logprobs(model, p_ids, p_mask, c_ids, c_mask, share_prompts=True)
+    assert len(calls) == 1

@@ -53,6 +53,13 @@ def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
 RowCache = list  # one row's cache: per layer (keys, values), each (H, L, D) over the row's L real positions
 
 
+def cache_argument(model) -> str:
+    """The forward argument a cache goes in: transformers >= 5.2x names it `cache` (`past_key_values` is
+    deprecated); older ones only know the latter. A peft model passes keywords on to the model it wraps."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
 def reusable(model) -> bool:
     """Whether a row's cache can be cut and batched again: every layer a plain full-attention DynamicLayer (not a
     sliding window, not a recurrent state)."""
@@ -126,8 +133,7 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     else:
         cache, mask = DynamicCache(config=model.config), attention_mask
     pos = (mask.long().cumsum(-1) - 1)[:, mask.shape[1] - input_ids.shape[1]:]  # (P, Tp): padding does not shift
-    # transformers >= 5.2x names the argument `cache` (`past_key_values` is deprecated); older ones only know the latter
-    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    kw = cache_argument(model)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,
                 logits_to_keep=1, **{kw: cache})
     logits = out.logits[:, -1, :]  # (P, V)

@@ -43,6 +43,7 @@ class Learner:
     tok: Any  # the tokenizer
     ranks: Ranks  # this process's rank, gather / no_sync / wrap
     reward: verifiers.Reward  # the reward's terms and its outcome verifier
+    share_prompts: bool = False  # the update runs each group's prompt once (rl.share_prompt_pass, for this model)
 
     @property
     def model(self) -> Any:

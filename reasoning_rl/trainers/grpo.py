@@ -61,7 +61,7 @@ class GRPO:
 
     def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
         return update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
-                                batch, idx, entropy_coef=self.ent.coef)
+                                batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
 
     def touch(self, learner: Learner) -> None:
         zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)

@@ -16,7 +16,8 @@ import torch
 
 from ..advantages import ADVANTAGES, SHAPING
 from ..configs import GenerationConfig, GRPOConfig
-from ..logprobs import TokenBatch, length_buckets, pad_rollouts, pad_values, token_logprobs, trim_padding
+from ..logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_logprobs,
+                        trim_padding)
 from ..losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
 from ..models import autocast
 from ..types import Group, Status
@@ -135,16 +136,19 @@ def _loss(gcfg: GRPOConfig, gen: GenerationConfig, agg: str, logp, logp_old, A, 
 
 
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
-                     idx: torch.Tensor, entropy_coef: float = 0.0) -> dict[str, float]:
+                     idx: torch.Tensor, entropy_coef: float = 0.0, share_prompts: bool = False) -> dict[str, float]:
     """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
     length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
     its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
-    gradient equals that of one padded batch. Returns the minibatch's metrics (token-weighted; ratio/max the max)."""
+    gradient equals that of one padded batch. With `share_prompts` a group's rows stay in one micro-batch and its
+    prompt runs once there (logprobs.token_logprobs). Returns the minibatch's metrics (token-weighted; ratio/max the
+    max)."""
     agg = GRPO_LOSS_AGGREGATION[gcfg.loss_type]
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
     T = mb.loss_mask.sum().clamp(min=1)
-    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets)
+    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets,
+                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share_prompts else None)
     metrics: dict[str, float] = {}
     for k, chunk in enumerate(chunks):
         sub = torch.tensor(chunk, dtype=torch.long)
@@ -156,12 +160,13 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
             with autocast(gcfg.bf16):
-                logp, ent = token_logprobs(train_model, p_ids, p_mask, c_ids, c_mask,
-                                           temperature=gen.temperature or 1.0, return_entropy=True)
+                logp, ent = token_logprobs(train_model, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
+                                           return_entropy=True, share_prompts=share_prompts)
                 lref = None
                 if ref is not None:
                     with torch.no_grad():
-                        lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0)
+                        lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
+                                              share_prompts=share_prompts)
             W_sub = None if W is None else W[sub][:, :tc]  # (n, tc) token weights, or (n, 1) sequence weights
             out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, l_mask, lref, W_sub)
             loss = out.loss

@@ -209,7 +209,8 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
     run = Run(cfg, rl, ranks, log, tok, task, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
               task.rows("test")[:cfg.eval.size], prompts_here)
-    run.learner = Learner(rl, cfg.generation, policy, ref, tok, ranks, reward)
+    share = rl.share_prompt_pass == "on" or rl.share_prompt_pass == "auto" and cfg.model.name_or_path != "tiny"
+    run.learner = Learner(rl, cfg.generation, policy, ref, tok, ranks, reward, share_prompts=share)
     extra_nets, run.states = algo.setup(run.learner)
     run.nets.extend(extra_nets)
     run.monitors = Monitors(cfg.monitor, task, reward, cfg.seed)

@@ -121,8 +121,8 @@ class PPO:
             R[torch.arange(B, device=dev), last] = torch.tensor([r for _, _, r in kept], device=dev)
             with torch.no_grad(), autocast(p.bf16, model):
                 values_old = self.critic(b.p_ids, b.p_mask, b.c_ids, b.c_mask).float()  # (B, T)
-                lref = token_logprobs(learner.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
-                                      temperature=learner.temperature) if learner.ref is not None else None
+                lref = token_logprobs(learner.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask, temperature=learner.temperature,
+                                      share_prompts=learner.share_prompts) if learner.ref is not None else None
             if lref is not None:
                 m["kl"] = masked_mean(b.logp_old - lref, on)  # k1 estimate of KL(pi_old || pi_ref) per token
                 if p.kl_in_reward:
@@ -154,7 +154,8 @@ class PPO:
         p, b = learner.rl, batch.tokens[sub]
         with autocast(p.bf16, learner.model):
             logp, ent = token_logprobs(learner.policy.wrapped, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
-                                       temperature=learner.temperature, return_entropy=True)
+                                       temperature=learner.temperature, return_entropy=True,
+                                       share_prompts=learner.share_prompts)
             v = self.critic_t(b.p_ids, b.p_mask, b.c_ids, b.c_mask)
         logp, ent, v = logp.float(), ent.float(), v.float()
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
