@@ -222,7 +222,7 @@ def main() -> None:
         print(f"{i + 1:>4} {t_ours[i]:>8.2f} {t_trl[i]:>8.2f} {r_ours[i]:>12.3f} {r_trl[i]:>11.3f}")
     k = max(1, a.steps // 4)
     print(f"median s/step: ours {med_ours:.2f}, TRL {med_trl:.2f}: ours is {med_trl / med_ours:.2f}x faster "
-          f"(goal >= 1.5x)")
+          f"(goal >= 2x)")
     print(f"mean reward over the last {k} steps: ours {statistics.mean(r_ours[-k:]):.3f}, "
           f"TRL {statistics.mean(r_trl[-k:]):.3f} (first {k}: ours {statistics.mean(r_ours[:k]):.3f}, "
           f"TRL {statistics.mean(r_trl[:k]):.3f})")
