@@ -72,7 +72,9 @@ def read_archive_rounds(path: str) -> dict[int, list[Group]]:
                 key = (int(r["step"]), str(r["prompt_id"]))
                 verdicts = {k: Verdict(Status(v["status"]), v["score"], v.get("detail", ""))
                             for k, v in r["verdicts"].items()}
-                sample = Sample(r["text"], finish_reason=r.get("finish_reason", "stop"), verdicts=verdicts)
+                # an episode's turns come back (the tool's outputs between the model's words), its ids do not
+                sample = Sample(r["text"], finish_reason=r.get("finish_reason", "stop"), verdicts=verdicts,
+                                turns=tuple(r.get("turns", ())), error=r.get("error", ""))
             except (KeyError, ValueError, TypeError) as e:
                 raise ValueError(f"{path}:{lineno}: not a rollout-archive line ({type(e).__name__}: {e})") from None
             entry = groups.setdefault(key, {"prompt": r["prompt"], "task": r.get("task", {}), "samples": {}})

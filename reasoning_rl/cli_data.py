@@ -110,6 +110,9 @@ def cmd_pairs(args) -> int:
         model, tok = load_policy(cfg)
         pairs, summary = sample_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
     write_pairs(pairs, args.output)
+    if summary.get("episodes_skipped"):
+        print(f"pairs: {summary['episodes_skipped']} samples are multi-turn episodes with tool outputs inside; left "
+              "out (a pair of texts would drop those outputs)", file=sys.stderr)
     print(json.dumps(summary))
     return 0
 

@@ -8,6 +8,10 @@ Options: length matching (|len(chosen) - len(rejected)| <= tolerance, in tokens 
 carry token ids, else characters: counters DPO's length bias), a minimum score margin,
 deduplication of identical texts, and a cap per prompt. Every pair keeps its provenance.
 
+A multi-turn episode whose sequence holds a tool's output is not paired: a pair is texts, and its text (the
+model's words) without the observations between them is a sequence the model never produced, which DPO would
+train on as if it had. Such samples are counted (`episodes_skipped` in the summary), never paired silently.
+
 Standard library only; `to_dataset` builds a Hugging Face `datasets.Dataset` that TRL's
 DPOTrainer accepts as is (`prompt`, `chosen`, `rejected`, plus provenance columns).
 """
@@ -37,6 +41,12 @@ def _length(s: Sample) -> int:
     return len(s.token_ids) if s.token_ids else len(s.text)
 
 
+def has_observations(s: Sample) -> bool:
+    """A multi-turn episode with an environment's output inside its sequence (loss mask 0 somewhere, or a turn
+    that was answered)."""
+    return 0 in s.loss_mask or any(t.get("observation") for t in s.turns)
+
+
 def _dedup(items: list[tuple[int, Sample]]) -> list[tuple[int, Sample]]:
     seen, out = set(), []
     for i, s in items:
@@ -53,10 +63,12 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
     rng = random.Random(cfg.seed)
     score = score or (lambda s: s.verdicts[outcome].score)
     pairs: list[Pair] = []
-    mixed = 0
+    mixed = skipped = 0
     for g in groups:
-        passes = [(i, s) for i, s in enumerate(g.samples) if s.outcome(outcome) is True]
-        fails = [(i, s) for i, s in enumerate(g.samples) if s.outcome(outcome) is False]
+        usable = [(i, s) for i, s in enumerate(g.samples) if not has_observations(s)]
+        skipped += len(g.samples) - len(usable)
+        passes = [(i, s) for i, s in usable if s.outcome(outcome) is True]
+        fails = [(i, s) for i, s in usable if s.outcome(outcome) is False]
         if cfg.dedup:
             passes, fails = _dedup(passes), _dedup(fails)
         if not passes or not fails:
@@ -85,6 +97,7 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
     lc = [p.provenance["chosen_length"] for p in pairs]
     lr = [p.provenance["rejected_length"] for p in pairs]
     summary = {"verifier": outcome, "prompts": len(groups), "mixed_prompts": mixed, "pairs": len(pairs),
+               "episodes_skipped": skipped,
                "strategy": cfg.strategy,
                "chosen_length_mean": sum(lc) / len(lc) if lc else 0.0,
                "rejected_length_mean": sum(lr) / len(lr) if lr else 0.0,
