@@ -43,6 +43,8 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
             if s.turns:  # a multi-turn episode: each turn's model text, tool call, observation and timings
                 line["turns"] = [dict(t) for t in s.turns]
                 line["model_tokens"] = sum(s.loss_mask) if s.loss_mask else len(s.token_ids)
+                # its ids as sampled and which are the model's: what a pair of episodes trains on (pairs.py)
+                line["token_ids"], line["loss_mask"] = list(s.token_ids), list(s.loss_mask or [1] * len(s.token_ids))
             if s.error:
                 line["error"] = s.error
             if s.weight_version is not None:  # which weights sampled it, and how many updates behind they were
@@ -72,9 +74,10 @@ def read_archive_rounds(path: str) -> dict[int, list[Group]]:
                 key = (int(r["step"]), str(r["prompt_id"]))
                 verdicts = {k: Verdict(Status(v["status"]), v["score"], v.get("detail", ""))
                             for k, v in r["verdicts"].items()}
-                # an episode's turns come back (the tool's outputs between the model's words), its ids do not
+                # an episode comes back whole: its turns, and its ids with their loss mask
                 sample = Sample(r["text"], finish_reason=r.get("finish_reason", "stop"), verdicts=verdicts,
-                                turns=tuple(r.get("turns", ())), error=r.get("error", ""))
+                                turns=tuple(r.get("turns", ())), error=r.get("error", ""),
+                                token_ids=tuple(r.get("token_ids", ())), loss_mask=tuple(r.get("loss_mask", ())))
             except (KeyError, ValueError, TypeError) as e:
                 raise ValueError(f"{path}:{lineno}: not a rollout-archive line ({type(e).__name__}: {e})") from None
             entry = groups.setdefault(key, {"prompt": r["prompt"], "task": r.get("task", {}), "samples": {}})

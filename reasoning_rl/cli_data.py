@@ -111,8 +111,8 @@ def cmd_pairs(args) -> int:
         pairs, summary = sample_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
     write_pairs(pairs, args.output)
     if summary.get("episodes_skipped"):
-        print(f"pairs: {summary['episodes_skipped']} samples are multi-turn episodes with tool outputs inside; left "
-              "out (a pair of texts would drop those outputs)", file=sys.stderr)
+        print(f"pairs: {summary['episodes_skipped']} samples are multi-turn episodes without their token ids (an "
+              "archive from before they were kept); left out: their text drops the tool's outputs", file=sys.stderr)
     print(json.dumps(summary))
     return 0
 

@@ -8,9 +8,11 @@ Options: length matching (|len(chosen) - len(rejected)| <= tolerance, in tokens 
 carry token ids, else characters: counters DPO's length bias), a minimum score margin,
 deduplication of identical texts, and a cap per prompt. Every pair keeps its provenance.
 
-A multi-turn episode whose sequence holds a tool's output is not paired: a pair is texts, and its text (the
-model's words) without the observations between them is a sequence the model never produced, which DPO would
-train on as if it had. Such samples are counted (`episodes_skipped` in the summary), never paired silently.
+A multi-turn episode whose sequence holds a tool's output is paired by its token ids, as sampled, with its loss
+mask (the tool's outputs are context, not the model's words): the pair's texts are then the transcripts, for
+reading; `train dpo` scores the ids with the mask. Its text alone (the model's words without the outputs between
+them) is a sequence the model never produced, so an episode without ids (an archive written before they were
+kept) is left out and counted (`episodes_skipped` in the summary), never paired as text.
 
 Standard library only; `to_dataset` builds a Hugging Face `datasets.Dataset` that TRL's
 DPOTrainer accepts as is (`prompt`, `chosen`, `rejected`, plus provenance columns).
@@ -23,6 +25,9 @@ from typing import Callable, Sequence
 
 from .config import knob
 from .types import Group, Pair, Sample
+
+
+ID_COLUMNS = ("chosen_ids", "chosen_mask", "rejected_ids", "rejected_mask")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,11 @@ def has_observations(s: Sample) -> bool:
     return 0 in s.loss_mask or any(t.get("observation") for t in s.turns)
 
 
+def transcript(s: Sample) -> str:
+    """An episode's turns as one text: the model's words and the tool's output after each, for reading."""
+    return "".join(t.get("model", "") + (t.get("observation") or "") for t in s.turns) if s.turns else s.text
+
+
 def _dedup(items: list[tuple[int, Sample]]) -> list[tuple[int, Sample]]:
     seen, out = set(), []
     for i, s in items:
@@ -65,7 +75,7 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
     pairs: list[Pair] = []
     mixed = skipped = 0
     for g in groups:
-        usable = [(i, s) for i, s in enumerate(g.samples) if not has_observations(s)]
+        usable = [(i, s) for i, s in enumerate(g.samples) if s.token_ids or not has_observations(s)]
         skipped += len(g.samples) - len(usable)
         passes = [(i, s) for i, s in usable if s.outcome(outcome) is True]
         fails = [(i, s) for i, s in usable if s.outcome(outcome) is False]
@@ -89,11 +99,20 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
         if cfg.max_pairs_per_prompt and len(combos) > cfg.max_pairs_per_prompt:
             combos = rng.sample(combos, cfg.max_pairs_per_prompt)
         for (ci, c), (ri, r) in combos:
-            pairs.append(Pair(g.prompt, c.text, r.text, {
+            ids = has_observations(c) or has_observations(r)  # an episode on either side: both as sampled ids
+            if ids and not (c.token_ids and r.token_ids):  # an episode beside a text without ids: not comparable
+                continue
+            sides = {"chosen_ids": c.token_ids, "chosen_mask": c.loss_mask or (1,) * len(c.token_ids),
+                     "rejected_ids": r.token_ids, "rejected_mask": r.loss_mask or (1,) * len(r.token_ids)} \
+                if ids else {}
+            texts = (transcript(c), transcript(r)) if ids else (c.text, r.text)
+            if texts[0] == texts[1]:
+                continue
+            pairs.append(Pair(g.prompt, *texts, {
                 "prompt_id": g.prompt_id, "chosen_index": ci, "rejected_index": ri, "verifier": outcome,
                 "verifier_version": verifier_version, "chosen_score": score(c), "rejected_score": score(r),
                 "chosen_length": _length(c), "rejected_length": _length(r), "policy": policy,
-                "strategy": cfg.strategy}))
+                "strategy": cfg.strategy}, **sides))
     lc = [p.provenance["chosen_length"] for p in pairs]
     lr = [p.provenance["rejected_length"] for p in pairs]
     summary = {"verifier": outcome, "prompts": len(groups), "mixed_prompts": mixed, "pairs": len(pairs),
@@ -108,7 +127,9 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
 def to_dataset(pairs: Sequence[Pair]):
     from datasets import Dataset
 
-    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected, **dict(p.provenance)} for p in pairs]
+    episodes = any(p.chosen_ids for p in pairs)  # the id columns, where a pair of episodes needs them
+    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected, **dict(p.provenance),
+             **({k: list(getattr(p, k)) for k in ID_COLUMNS} if episodes else {})} for p in pairs]
     return Dataset.from_list(rows)
 
 

@@ -181,13 +181,27 @@ class Group:
 
 @dataclass(frozen=True)
 class Pair:
-    """A preference pair: chosen passed the outcome verifier, rejected failed it, same prompt."""
+    """A preference pair: chosen passed the outcome verifier, rejected failed it, same prompt.
+
+    A pair of multi-turn episodes also carries each side's token ids after the prompt, as sampled (the model's
+    tokens and the tool's outputs between them), and its loss mask (1 on the model's tokens): DPO scores those ids
+    with the mask, and chosen/rejected are then the episodes' transcripts, for reading."""
 
     prompt: str
     chosen: str
     rejected: str
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    chosen_ids: tuple[int, ...] = ()
+    chosen_mask: tuple[int, ...] = ()
+    rejected_ids: tuple[int, ...] = ()
+    rejected_mask: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.chosen == self.rejected:
             raise ValueError("Pair.chosen and Pair.rejected are the same text")
+        for side in ("chosen", "rejected"):
+            ids, mask = tuple(getattr(self, f"{side}_ids")), tuple(getattr(self, f"{side}_mask"))
+            object.__setattr__(self, f"{side}_ids", ids)
+            object.__setattr__(self, f"{side}_mask", mask)
+            if len(ids) != len(mask) or set(mask) - {0, 1}:
+                raise ValueError(f"Pair.{side}_mask must be 0/1 for each of the {len(ids)} ids, got {len(mask)}")

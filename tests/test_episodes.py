@@ -411,16 +411,16 @@ def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
     assert len(lines) == 2 * 4 * 4 and all(len(ln["turns"]) >= 2 for ln in lines)
     assert all(EveryTurnIsACall.OBS not in ln["text"] for ln in lines)  # what was verified: the model's own text
     assert all(ln["model_tokens"] < ln["n_tokens"] for ln in lines)
-    # reverify re-scores the model's words of every episode; pairs leave episodes out, counted, never paired as
-    # texts without the tool's outputs between them
+    # reverify re-scores the model's words of every episode; the archive gives each episode back whole (its ids and
+    # loss mask), which is what a pair of episodes trains on
     from reasoning_rl.archive import read_archive
-    from reasoning_rl.pairs import build_pairs
     from reasoning_rl.reverify import reverify
 
     rep = reverify(str(tmp_path), "math", log=lambda *_: None)
     assert sum(rep.flips.values()) == 0 and rep.summary()["samples"] == len(lines)
-    pairs, summary = build_pairs(read_archive(str(tmp_path / "archive.jsonl")), "math")
-    assert pairs == [] and summary["episodes_skipped"] == len(lines)
+    back = [s for g in read_archive(str(tmp_path / "archive.jsonl")) for s in g.samples]
+    assert all(len(s.token_ids) == len(s.loss_mask) == ln["n_tokens"] and sum(s.loss_mask) == ln["model_tokens"]
+               and len(s.turns) == len(ln["turns"]) for s, ln in zip(back, lines))
 
 
 def test_ppo_trains_on_multi_turn_episodes_with_gae_on_model_tokens_only(tmp_path):

@@ -148,3 +148,75 @@ def test_train_dpo_from_python_trains_on_given_pairs_scores_and_saves(tmp_path):
     assert rep.run["kind"] == "dpo" and rep.metrics == lines and rep.samples == []
     with pytest.raises(UserError, match="pairs: row 1 has no 'rejected' column"):
         train_dpo(cfg, rows[:1] + [{"prompt": "1+1=", "chosen": "2"}])
+
+
+def _episode(tok, turns, passed):
+    """A multi-turn sample as run_episodes makes it: model segments with the tool's output between them."""
+    from reasoning_rl.types import Sample, Verdict
+
+    ids, mask, recorded = [], [], []
+    for model_text, observation in turns:
+        m = tok(model_text, add_special_tokens=False)["input_ids"]
+        o = tok(observation, add_special_tokens=False)["input_ids"] if observation else []
+        ids += m + o
+        mask += [1] * len(m) + [0] * len(o)
+        recorded.append({"model": model_text, "observation": observation})
+    verdict = Verdict.correct() if passed else Verdict.incorrect()
+    return Sample("".join(t for t, _ in turns), tuple(ids), (), "stop", {"math": verdict}, loss_mask=tuple(mask),
+                  turns=tuple(recorded))
+
+
+def test_pairs_of_episodes_carry_their_ids_and_dpo_scores_the_models_tokens_only(tmp_path):
+    """A pair of multi-turn episodes keeps each side's ids as sampled and its loss mask (the tool's output is
+    context, not the model's words); DPO's sequence log-prob is the sum over the model's tokens only, through the
+    pairs file and back; TRL's backend refuses such pairs in one line; an episode without ids is left out."""
+    import torch
+
+    from reasoning_rl import config
+    from reasoning_rl.archive import read_archive, write_groups
+    from reasoning_rl.configs import Config
+    from reasoning_rl.errors import UserError
+    from reasoning_rl.logprobs import pad_completions, pad_prompts, token_logprobs
+    from reasoning_rl.models import build_tiny
+    from reasoning_rl.pairs import write_pairs
+    from reasoning_rl.trainers.dpo import _seq_logps, check_pairs, train_dpo
+
+    model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
+    good = _episode(tok, [("<<6*7>>", "=42"), ("42", "")], passed=True)
+    bad = _episode(tok, [("<<6*8>>", "=48"), ("48", "")], passed=False)
+    path = tmp_path / "archive.jsonl"
+    with open(path, "w") as f:  # through the archive, as `pairs --archive` reads a run
+        write_groups(f, [Group("q", "6*7=", {"answer": "42"}, [good, bad])], step=1)
+    pairs, summary = build_pairs(read_archive(str(path)), "math")
+    assert len(pairs) == 1 and summary["episodes_skipped"] == 0
+    p = pairs[0]
+    assert (p.chosen_ids, p.chosen_mask, p.rejected_ids, p.rejected_mask) == \
+        (good.token_ids, good.loss_mask, bad.token_ids, bad.loss_mask)
+    assert p.chosen == "<<6*7>>=4242" and p.rejected == "<<6*8>>=4848"  # transcripts, for reading
+
+    write_pairs(pairs, str(tmp_path / "pairs"))
+    rows = check_pairs([json.loads(x) for x in (tmp_path / "pairs" / "pairs.jsonl").read_text().splitlines()])
+    with torch.no_grad():
+        lw, ll = _seq_logps(model, tok, rows)
+        p_ids, p_mask = pad_prompts([tok("6*7=")["input_ids"]] * 2, tok.pad_token_id)
+        c_ids, c_mask = pad_completions([list(good.token_ids), list(bad.token_ids)], tok.pad_token_id)
+        per_token = token_logprobs(model, p_ids, p_mask, c_ids, c_mask)
+    masks = [torch.tensor(good.loss_mask, dtype=torch.float), torch.tensor(bad.loss_mask, dtype=torch.float)]
+    want = [(per_token[i, :len(m)] * m).sum().item() for i, m in enumerate(masks)]
+    everything = [per_token[i, :len(m)].sum().item() for i, m in enumerate(masks)]
+    assert [lw.item(), ll.item()] == pytest.approx(want, abs=1e-5)
+    assert abs(lw.item() - everything[0]) > 1e-3  # the tool's output tokens were left out of the sum
+
+    cfg = config.load(Config, overrides=["model.sft_warm_start=false", "model.tiny.num_layers=1", "eval.size=4",
+                                         f"output_dir={tmp_path / 'dpo'}"])
+    with pytest.raises(UserError, match="dpo.backend: value 'trl' cannot train the 1 pairs of multi-turn episodes"):
+        train_dpo(cfg, rows, backend="trl")
+    r = train_dpo(cfg, rows * 4, log=lambda *_: None)
+    assert (r.backend, r.pairs) == ("ours", 4)
+    with pytest.raises(UserError, match="row 0: chosen_ids and chosen_mask must be"):
+        check_pairs([dict(rows[0], chosen_mask=rows[0]["chosen_mask"][:-1])])
+
+    # an episode whose ids were not kept (an older archive) is never paired as its text alone
+    textual = Sample(good.text, verdicts=good.verdicts, turns=good.turns)
+    pairs, summary = build_pairs([Group("q", "6*7=", {}, [textual, bad])], "math")
+    assert pairs == [] and summary["episodes_skipped"] == 1

@@ -8,7 +8,9 @@
 Ours: a frozen reference copy of the starting policy, response-only sequence log-probs
 (`logprobs.token_logprobs`, completion = chosen/rejected text + EOS, as TRL tokenises it),
 `losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen responses' NLL averaged over all their tokens
-in the batch: RPO, TRL's loss_type ["sigmoid", "sft"], same normalisation), AdamW. Both backends report reward margins and accuracy (share of
+in the batch: RPO, TRL's loss_type ["sigmoid", "sft"], same normalisation), AdamW. A pair of multi-turn
+episodes (`chosen_ids`/`chosen_mask`, pairs.py) is scored on its ids as sampled, summed over the model's tokens
+only (the tool's outputs are context); TRL's backend refuses such pairs. Both backends report reward margins and accuracy (share of
 pairs with a positive margin) on the training pairs after training.
 
 Under `accelerate launch` our loop wraps the policy in DDP and each rank takes its share of every
@@ -31,23 +33,36 @@ from ..losses import dpo_sigmoid, rpo_nll
 from .distributed import Ranks
 
 
+def _side(tok, r: dict, side: str) -> tuple[list[int], list[int]]:
+    """A response's ids and loss mask: a pair of episodes' ids as sampled with their mask (the tool's outputs 0),
+    else the text tokenised, EOS appended, every token scored."""
+    if r.get(f"{side}_ids"):
+        return list(r[f"{side}_ids"]), list(r[f"{side}_mask"])
+    ids = tok(r[side], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return ids, [1] * len(ids)
+
+
 def _encode(tok, rows: Sequence[dict]):
+    """(p_ids, p_mask, c_ids, c_mask, l_mask): the chosen responses, then the rejected; l_mask the tokens scored."""
+    from ..logprobs import pad_values
 
     prompts = [tok(r["prompt"])["input_ids"] for r in rows]
-    chosen = [tok(r["chosen"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in rows]
-    rejected = [tok(r["rejected"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in rows]
+    sides = [_side(tok, r, "chosen") for r in rows] + [_side(tok, r, "rejected") for r in rows]
     p_ids, p_mask = pad_prompts(prompts + prompts, tok.pad_token_id)
-    c_ids, c_mask = pad_completions(chosen + rejected, tok.pad_token_id)
-    return p_ids, p_mask, c_ids, c_mask
+    c_ids, c_mask = pad_completions([ids for ids, _ in sides], tok.pad_token_id)
+    l_mask = pad_values([[float(x) for x in m] for _, m in sides], tuple(c_ids.shape))
+    return p_ids, p_mask, c_ids, c_mask, l_mask
 
 
 def _seq_logps(model, tok, rows, with_lengths: bool = False):
 
-    p_ids, p_mask, c_ids, c_mask = _encode(tok, rows)
-    lp = sequence_logprob(token_logprobs(model, p_ids, p_mask, c_ids, c_mask), c_mask)
+    p_ids, p_mask, c_ids, c_mask, l_mask = _encode(tok, rows)
+    lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask)
+    l_mask = l_mask.to(lp.device)
+    lp = sequence_logprob(lp, l_mask)
     n = len(rows)
     if with_lengths:
-        return lp[:n], lp[n:], c_mask[:n].sum(1).clamp(min=1).to(lp.dtype)
+        return lp[:n], lp[n:], l_mask[:n].sum(1).clamp(min=1).to(lp.dtype)
     return lp[:n], lp[n:]
 
 
@@ -150,6 +165,12 @@ def check_pairs(rows: Sequence, source: str = "pairs") -> list[dict]:
         if missing:
             raise UserError(f"{source}: row {i} has no {missing[0]!r} column "
                             f"(a pair needs prompt, chosen, rejected; columns: {sorted(r) if isinstance(r, dict) else r})")
+        for side in ("chosen", "rejected"):  # a pair of episodes: ids as sampled, and the mask of the model's
+            ids, mask = r.get(f"{side}_ids") or [], r.get(f"{side}_mask") or []
+            if (ids or mask) and (len(ids) != len(mask) or set(mask) - {0, 1} or 1 not in mask
+                                  or not all(isinstance(x, int) for x in ids)):
+                raise UserError(f"{source}: row {i}: {side}_ids and {side}_mask must be token ids and a 0/1 mask "
+                                f"of the same length with a 1 in it (got {len(ids)} ids, mask {str(mask)[:40]})")
     if not rows:
         raise UserError(f"{source} has no rows")
     return [dict(r) for r in rows]
@@ -203,6 +224,11 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
 
     rows = check_pairs(pairs) if pairs is not None else None
     backend = backend or cfg.dpo.backend
+    episodes = sum(bool(r.get("chosen_ids")) for r in rows or [])
+    if backend == "trl" and episodes:  # refused before any model loads
+        raise UserError(f"dpo.backend: value 'trl' cannot train the {episodes} pairs of multi-turn episodes "
+                        "(chosen_ids): TRL's DPOTrainer scores their text, the tool's outputs included; use "
+                        "dpo.backend=ours, which scores the model's tokens only")
     task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
     task.render(load_tokenizer(cfg))
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
