@@ -2,8 +2,8 @@
 after the round in progress with a checkpoint of that round, one line on stderr and exit status 130, no traceback
 and no temporary files; `--resume` then continues the very trajectory of an uninterrupted run. A second signal
 stops it at once, still leaving only whole checkpoints. The signal is sent at each phase of a round (sampling,
-verification, the update, the checkpoint write) by the function that runs it, in this process. Other commands:
-one line, 130, and their results written whole or not at all."""
+verification, the update, the checkpoint write) by the function that runs it, in the run's own process. Other
+commands: one line, 130, and their results written whole or not at all."""
 import json
 import os
 import signal
@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from .conftest import PY, run_env
+from .conftest import PY, ROOT, run_env
 
 # the tiny model from random weights (no warm start); a length term gives every group spread rewards
 RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=2", "generation.max_tokens=8",
@@ -51,9 +51,16 @@ def uninterrupted(tmp_path_factory):
 def _start_and_signal(out, sig, after_step, delay, times=1):
     """Start a run, wait for `after_step` in its metrics, then `delay` of a round (the fraction of the time the
     round before took: on an idle machine a round of this run is a fraction of a second, so a fixed delay could land
-    after the last round), then send `sig` (`times` times, 20 ms apart: within one round). Returns the finished
-    process's (exit status, stderr)."""
-    proc = subprocess.Popen(_cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=run_env())
+    after the last round), then send `sig`; with `times` 2, the second once the run has said it received the first
+    (two signals sent before its handler ran would be one: the operating system does not queue them). Returns the
+    finished process's (exit status, stderr)."""
+    import threading
+
+    proc = subprocess.Popen(_cmd(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=run_env(PYTHONUNBUFFERED="1"))  # its log lines as they are written
+    said: list[str] = []
+    reader = threading.Thread(target=lambda: said.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
     deadline = time.monotonic() + 300
     seen: dict[int, float] = {}
     while time.monotonic() < deadline:
@@ -69,8 +76,13 @@ def _start_and_signal(out, sig, after_step, delay, times=1):
     time.sleep(delay * round_s)
     for i in range(times):
         proc.send_signal(sig)
-        time.sleep(0.02)
-    _, err = proc.communicate(timeout=300)
+        heard = time.monotonic() + 60
+        while i + 1 < times and not any("stopping after the round in progress" in x for x in said):
+            assert time.monotonic() < heard and proc.poll() is None, "the run never said it received the signal"
+            time.sleep(0.005)
+    err = proc.stderr.read()
+    proc.wait(timeout=300)
+    reader.join(timeout=10)
     return proc.returncode, err
 
 
@@ -118,41 +130,28 @@ PHASES = [
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("phase, target, call, extra, stops_after", PHASES, ids=[p[0] for p in PHASES])
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_in_any_phase_of_a_round_stops_after_it_and_resume_continues(tmp_path, monkeypatch, capsys,
-                                                                             uninterrupted, phase, target, call,
-                                                                             extra, stops_after, sig):
-    """The same run in this process (the CLI's `main`), the signal sent to itself from inside `target` on its
-    `call`-th call: the signal arrives in that phase of a round, never between rounds."""
-    import importlib
-
-    from reasoning_rl import cli
-
-    module, _, name = target.rpartition(".")
-    owner = importlib.import_module(module) if "Task" not in module else importlib.import_module(
-        "reasoning_rl.task").Task
-    original, calls = getattr(owner, name), []
-
-    def signalled(*a, **k):
-        calls.append(1)
-        if len(calls) == call:
-            os.kill(os.getpid(), sig)
-        return original(*a, **k)
-
-    monkeypatch.setattr(owner, name, signalled)
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_in_any_phase_of_a_round_stops_after_it_and_resume_continues(tmp_path, uninterrupted, phase, target,
+                                                                             call, extra, stops_after, sig):
+    """The run (tests/helpers/signal_in_phase.py, a process of its own) sends the signal to itself from inside
+    `target` on its `call`-th call: the signal arrives in that phase of a round, never between rounds."""
     out = tmp_path / "run"
     settings = [x for o in [*RUN, *extra] for x in ("--set", o)]
-    assert cli.main(["train", "grpo", "--set", f"output_dir={out}", *settings]) == 130
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith(f"reasoning-rl train grpo: stopped by {sig.name} after step")
+    r = subprocess.run([PY, "-m", "tests.helpers.signal_in_phase", target, str(call), sig.name, "--", "train", "grpo",
+                        "--set", f"output_dir={out}", *settings], capture_output=True, text=True, env=run_env(),
+                       timeout=600, cwd=ROOT)
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith(f"reasoning-rl train grpo: stopped by {sig.name} after step")
+    assert int(r.stdout.strip().splitlines()[-1]) >= call  # the signal was sent
     steps = sorted(_metrics(out))
-    assert len(calls) >= call and steps == list(range(steps[0], stops_after + 1))
+    assert steps == list(range(steps[0], stops_after + 1))
     assert torch.load(out / "checkpoint" / "state.pt", weights_only=False)["step"] == steps[-1]
     assert _leftovers(out) == [] and not (out / "final").exists()
 
-    monkeypatch.setattr(owner, name, original)
-    assert cli.main(["train", "grpo", "--resume", "--set", f"output_dir={out}", *settings]) == 0
+    r = subprocess.run([PY, "-m", "reasoning_rl", "train", "grpo", "--resume", "--set", f"output_dir={out}",
+                        *settings], capture_output=True, text=True, env=run_env(), timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
     resumed = _metrics(out)
     assert sorted(resumed) == sorted(uninterrupted)
     for step in range(1, 7):
