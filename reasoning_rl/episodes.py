@@ -125,11 +125,11 @@ def template_mismatch(tok, e: Episode) -> int | None:
     """None when the episode's ids (prompt + every turn) are a prefix of apply_chat_template of its whole
     conversation, token for token; else the first position where they differ (a sampled tokenization the template
     would not produce, or a template that rewrites earlier turns)."""
-    ours, theirs = e.prompt_ids + e.ids, _template_ids(tok, e.conv, e.row.get("tools"))
-    for i, t in enumerate(ours):
-        if i >= len(theirs) or theirs[i] != t:
-            return i
-    return None
+    from .rollout.base import common_prefix
+
+    ours = e.prompt_ids + e.ids
+    same = common_prefix(ours, _template_ids(tok, e.conv, e.row.get("tools")))
+    return None if same == len(ours) else same
 
 
 def _observe(tok, e: Episode, st: Step, chat: bool, max_episode_tokens: int) -> None:

@@ -132,3 +132,13 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
             count += d.numel()
             worst = max(worst, d.max().item())
     return {"rollout/logprob_mismatch_mean": total / count, "rollout/logprob_mismatch_max": worst}
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """The length of the longest common prefix of two id sequences."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

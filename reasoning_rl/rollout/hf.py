@@ -22,7 +22,7 @@ from typing import Sequence
 from ..logprobs import pad_prompts
 from ..types import Group, Sample
 from . import decode
-from .base import PromptRow, SamplingConfig, as_rows, render_prompt, stop_ids
+from .base import PromptRow, SamplingConfig, as_rows, common_prefix, render_prompt, stop_ids
 
 
 class HFEngine:
@@ -84,7 +84,7 @@ class HFEngine:
         past, fresh = None, [0] * len(seqs)
         if reuse:
             have = [self._turn_kv.get(k) for k in keys]
-            common = [min(_common(h[0], s), len(s) - 1) if h else 0 for h, s in zip(have, seqs)]
+            common = [min(common_prefix(h[0], s), len(s) - 1) if h else 0 for h, s in zip(have, seqs)]
             new = max(len(s) - c for s, c in zip(seqs, common))  # tokens every row runs
             fresh = [max(0, len(s) - new) for s in seqs]  # cached positions each row keeps
             past = decode.continue_cache(model, [h[1] if h else None for h in have], fresh)
@@ -159,16 +159,6 @@ class HFEngine:
                     ids, lps = ids[:keep + 1], lps[:keep + 1]
             result.append(Sample(text, tuple(ids), tuple(lps), finish))
         return result
-
-
-def _common(a: Sequence[int], b: Sequence[int]) -> int:
-    """The length of the longest common prefix of two id sequences."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _runs(seqs: Sequence[Sequence[int]]) -> int:
