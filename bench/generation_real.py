@@ -3,16 +3,22 @@ and both against the bounds this machine sets, measured in the same run.
 
     .venv/bin/python bench/generation_real.py [--prompts 8] [--n 4] [--tokens 64] [--threads 0] [--repeats 2]
 
-Both engines get the same prompts (word problems through the chat template), the same batch (prompts x n
+Every engine gets the same prompts (word problems through the chat template), the same batch (prompts x n
 samples), temperature 1, the same max tokens and end tokens. Tokens are counted up to and including each
 sample's end-of-turn token; `generate` keeps computing finished rows until the last one ends, the `hf`
 engine drops them (rollout/decode.py) and runs each prompt once for its n samples.
+
+Four rows: the `hf` engine as a run uses it (`generation.cpu_decode=auto`: on this model, linear weights
+prepacked for oneDNN and one uniform draw per token, rollout/cpu_kernels.py), `transformers.generate`, and to
+tell the two gains apart, the `hf` engine on eager kernels (PyTorch's layers, torch.multinomial) and `generate`
+with the same prepacked products.
 
 The bounds, from this run's own measurements:
 - memory: a decode step reads every weight once; step >= weight bytes / copy bandwidth (a large tensor
   copy, bytes read + written per second), so tokens/s <= batch x bandwidth / weight bytes;
 - compute: a token costs 2 x parameters FLOPs (attention left out); tokens/s <= matmul FLOP/s / (2 x
-  parameters), with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul.
+  parameters), with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
+  and a oneDNN-prepacked weight's.
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
 vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with ours) runs the same prompts,
 batch and sampling in a child process of that environment, on the converted folder of the same model (float32,
@@ -23,6 +29,7 @@ Not here: prompts of other lengths.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -84,13 +91,22 @@ def copy_bandwidth(torch, mb: int = 256, rounds: int = 5) -> float:
     return 2 * src.numel() * 4 * rounds / (time.perf_counter() - t)
 
 
-def matmul_flops(torch, batch: int, hidden: int, rounds: int = 50) -> float:
-    x, w = torch.randn(batch, hidden), torch.randn(hidden, 4 * hidden)
-    x @ w
-    t = time.perf_counter()
-    for _ in range(rounds):
-        x @ w
-    return 2 * batch * hidden * 4 * hidden * rounds / (time.perf_counter() - t)
+def matmul_flops(torch, batch: int, hidden: int, rounds: int = 50) -> tuple[float, str]:
+    """The faster of two ways this machine multiplies (batch x hidden) by (hidden x 4 hidden): eager PyTorch and
+    a weight prepacked for oneDNN (what cpu_decode=packed runs); (FLOP/s, which)."""
+    x, w = torch.randn(batch, hidden), torch.randn(4 * hidden, hidden)
+    packed = w.to_mkldnn()
+    ways = {"eager": lambda: torch.nn.functional.linear(x, w),
+            "oneDNN packed": lambda: torch._C._nn.mkldnn_linear(x.to_mkldnn(), packed, None).to_dense()}
+    rates = {}
+    for name, fn in ways.items():
+        fn()
+        t = time.perf_counter()
+        for _ in range(rounds):
+            fn()
+        rates[name] = 2 * batch * hidden * 4 * hidden * rounds / (time.perf_counter() - t)
+    best = max(rates, key=rates.get)
+    return rates[best], best
 
 
 def main() -> None:
@@ -113,6 +129,7 @@ def main() -> None:
     from reasoning_rl.models import load_policy
     from reasoning_rl.rollout import HFEngine, SamplingConfig
     from reasoning_rl.rollout.base import stop_ids
+    from reasoning_rl.rollout import cpu_kernels
     from reasoning_rl.tiny.tasks import make_rows
 
     cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"num_threads={a.threads}",
@@ -127,16 +144,16 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
-    def hf() -> int:
+    def hf(kernels: str) -> int:
         groups = HFEngine(model, tok).generate(prompts, a.n, SamplingConfig(temperature=1.0, max_tokens=a.tokens,
-                                                                            seed=0))
+                                                                            seed=0, cpu_decode=kernels))
         return sum(len(s.token_ids) for g in groups for s in g.samples)
 
-    def generate() -> int:
+    def generate(packed: bool = False) -> int:
         tok.padding_side = "left"
         enc = tok([p for p in prompts for _ in range(a.n)], return_tensors="pt", padding=True)
         torch.manual_seed(0)
-        with torch.no_grad():
+        with torch.no_grad(), (cpu_kernels.packed_linears(model) if packed else contextlib.nullcontext()):
             out = model.generate(**enc, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                                  max_new_tokens=a.tokens, eos_token_id=ends, pad_token_id=tok.pad_token_id)
         n = 0
@@ -146,8 +163,11 @@ def main() -> None:
         return n
 
     best: dict[str, float] = {}
+    engines = (("hf engine", lambda: hf("auto")), ("transformers.generate", generate),
+               ("hf engine, eager kernels", lambda: hf("eager")),
+               ("generate, packed products", lambda: generate(packed=True)))
     for _ in range(a.repeats):
-        for name, fn in (("hf engine", hf), ("transformers.generate", generate)):
+        for name, fn in engines:
             t = time.perf_counter()
             n = fn()
             best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
@@ -161,14 +181,16 @@ def main() -> None:
         else:
             print(f"vllm (CPU build): {notes['vllm (CPU build)']}")
     bw = copy_bandwidth(torch)
-    flops = matmul_flops(torch, batch, model.config.hidden_size)
+    flops, way = matmul_flops(torch, batch, model.config.hidden_size)
     mem_bound = batch * bw / weight_bytes
     compute_bound = flops / (2 * params)
     bound = min(mem_bound, compute_bound)
     print(f"model: {params / 1e6:.1f} M parameters, {weight_bytes / 2**20:.0f} MiB of weights ({model.dtype}); "
-          f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens")
+          f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens; "
+          f"the hf engine's default kernels here (generation.cpu_decode=auto): "
+          f"{'packed' if cpu_kernels.resolve('auto', model) else 'eager'}")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
-          f"{flops / 1e9:.0f} GFLOP/s matmul -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
+          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
     for name, rate in best.items():
         print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound" +
               (f"  ({notes[name]})" if name in notes else ""))

@@ -74,7 +74,7 @@ def cmd_sft(args) -> int:
     model, tok = load_policy(cfg)
     test = task.test
     acc = task.evaluate(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
-                        truncated=cfg.eval.truncated)
+                        truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)

@@ -32,7 +32,7 @@ def _sft_on_target(cfg, args) -> int:
     model = maybe_lora(model, cfg)
     train_sft(cfg, model, tok, rows)
     acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
-                        truncated=cfg.eval.truncated)
+                        truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode)
     import os
 
     parent, name = os.path.split(os.path.abspath(args.output))

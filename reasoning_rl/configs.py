@@ -156,6 +156,13 @@ class GenerationConfig:
     top_p: float = knob(1.0, "sampling nucleus mass (TRL top_p)", min=0.0, max=1.0)
     max_tokens: int = knob(32, "longest completion in tokens, for every command that generates (TRL "
                                "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
+    cpu_decode: Literal["auto", "eager", "packed"] = knob(
+        "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
+                "layer's weight copied once per call into oneDNN's layout and one uniform draw per sampled token "
+                "(rollout/cpu_kernels.py; about 1.9x the decode rate of a float32 135 M model, the same "
+                "distribution, other float rounding and random draws); eager = PyTorch's own layers and "
+                "torch.multinomial (the draws of transformers.generate); auto = packed for a float32 model of at "
+                "least 50 M parameters on a CPU, else eager (the tiny model stays eager)")
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 
     return greedy_decode(model, tokenizer, prompts, max_new_tokens, batch_size)[0]
 
 
-def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128
-                  ) -> tuple[list[str], list[bool]]:
-    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn)."""
-    from .rollout import decode
+def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128,
+                  cpu_decode: str = "auto") -> tuple[list[str], list[bool]]:
+    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn);
+    on the kernels `cpu_decode` chooses (GenerationConfig.cpu_decode)."""
+    from .rollout import cpu_kernels, decode
     from .rollout.base import stop_ids
 
     texts: list[str] = []
@@ -25,13 +26,14 @@ def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     was_training = model.training
     model.eval()
     try:
-        for i in range(0, len(prompts), batch_size):
-            enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
-            ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
-                                            stops, temperature=0.0)
-            for row, n in zip(ids.tolist(), lengths.tolist()):
-                texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
-                cut.append(n == 0 or row[n - 1] not in stops)  # the last token kept is no stop
+        with cpu_kernels.decoding(cpu_decode, model):  # greedy: the packed products only, no draws
+            for i in range(0, len(prompts), batch_size):
+                enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
+                ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
+                                                stops, temperature=0.0)
+                for row, n in zip(ids.tolist(), lengths.tolist()):
+                    texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
+                    cut.append(n == 0 or row[n - 1] not in stops)  # the last token kept is no stop
     finally:
         model.train(was_training)
     return texts, cut

@@ -305,12 +305,12 @@ class Task:
                            pool=pool, truncated=[s.finish_reason == "length" for _, s in flat])
 
     def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
-                 truncated: str = "fail") -> float:
+                 truncated: str = "fail", cpu_decode: str = "auto") -> float:
         """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
-        return self.held_out(model, tokenizer, rows, pool, max_new_tokens, truncated)["accuracy"]
+        return self.held_out(model, tokenizer, rows, pool, max_new_tokens, truncated, cpu_decode)["accuracy"]
 
     def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
-                 truncated: str = "fail") -> dict[str, float]:
+                 truncated: str = "fail", cpu_decode: str = "auto") -> dict[str, float]:
         """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
         `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
         CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole and falls
@@ -318,12 +318,13 @@ class Task:
         `stated` (completions that state their answer in an answer form: a box, ####, "the answer is", ...) and
         `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none).
         `truncated` is the share of completions cut at `max_new_tokens`; with truncated="fail" (eval.truncated)
-        none of them counts as a pass, whatever the verifier read in it."""
+        none of them counts as a pass, whatever the verifier read in it. `cpu_decode`: GenerationConfig's."""
         from .evaluate import greedy_decode
 
         if not rows:
             raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
-        completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
+        completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens,
+                                         cpu_decode=cpu_decode)
         return self.score_held_out(rows, completions, cut, pool, truncated)
 
     def score_held_out(self, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[bool], pool=None,

@@ -58,6 +58,25 @@ def test_completions_end_at_the_end_of_turn_token(real):
         assert len(s.token_ids) == len(s.logprobs) and all(lp <= 0 for lp in s.logprobs)
 
 
+def test_packed_cpu_kernels_sample_what_the_trainer_scores(real):
+    """On the real model `auto` packs (float32, 134.5 M parameters on a CPU); the packed engine's log-probs are
+    the eager recomputation's up to float rounding, and its greedy completions are eager's."""
+    from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels, logprob_mismatch
+
+    model, tok = real
+    assert cpu_kernels.resolve("auto", model)
+    prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
+               for q in ("What is 7 + 5? Put the answer in \\boxed{}.", "Name a colour.")]
+    eng = HFEngine(model, tok)
+    groups = eng.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=32, seed=0))
+    m = logprob_mismatch(model, tok, groups)
+    assert m["rollout/logprob_mismatch_max"] < 1e-3, m
+    greedy = {k: [s.token_ids for g in eng.generate(prompts, 1, SamplingConfig(temperature=0.0, max_tokens=32,
+                                                                                 cpu_decode=k)) for s in g.samples]
+              for k in ("packed", "eager")}
+    assert greedy["packed"] == greedy["eager"]
+
+
 @pytest.mark.timeout(1200)
 def test_two_grpo_rounds_with_lora_then_eval(tmp_path):
     rows = [{"prompt": f"Mia has {a} apples and gets {b} more. How many apples does she have?", "answer": str(a + b)}

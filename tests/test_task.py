@@ -257,9 +257,9 @@ def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
     rows = task.test
     # the boxed answer is right, the last number is not: the `math` verifier passes it, a last-integer check would not
     outs = [f"so \\boxed{{{r['answer']}}}, not {int(r['answer']) + 1}" for r in rows]
-    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(outs)))
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(outs)))
     assert task.evaluate(None, None, rows) == 1.0
-    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (["no answer"] * len(rows),
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (["no answer"] * len(rows),
                                                                                       [False] * len(rows)))
     assert task.evaluate(None, None, rows) == 0.0
 
@@ -273,13 +273,13 @@ def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
     a = [r["answer"] for r in rows]
     outs = [f"\\boxed{{{a[0]}}}", f"\\boxed{{{a[1]}}}", f"\\boxed{{{int(a[2]) + 1}}}", "\\boxed{}", "I do not know.",
             f"The answer is {a[5]}."]  # an empty box and a sentence with no answer are the format failures
-    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(outs)))
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(outs)))
     got = task.held_out(None, None, rows)
     # stated: the three boxes with an answer in them and the answer phrase; the wrong box counts as stated
     assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4, "stated": 4 / 6,
                    "accuracy_stated": 3 / 4, "truncated": 0.0}
     outs = [f"Working it out step by step, we get {r['answer']} in the end." for r in rows]  # right, read, not stated
-    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, [False] * len(rows)))
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(rows)))
     got = task.held_out(None, None, rows)
     assert got["accuracy"] == 1.0 and got["parseable"] == 1.0 and got["stated"] == 0.0
 
@@ -293,7 +293,7 @@ def test_heldout_fails_completions_cut_at_max_tokens_unless_told_to_score_them(m
     rows = task.test
     outs = [f"The answer is {r['answer']}" for r in rows]
     cut = [False, True, False, False, True, False]
-    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens: (outs, cut))
+    monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, cut))
     got = task.held_out(None, None, rows)
     assert got["accuracy"] == 4 / 6 and got["truncated"] == 2 / 6 and got["parseable"] == 1.0
     assert task.held_out(None, None, rows, truncated="score")["accuracy"] == 1.0

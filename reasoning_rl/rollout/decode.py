@@ -19,7 +19,9 @@ most of a short rollout's compute, and this divides it by the group size.
 
 logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
 rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
-Sampling draws from torch's global generator, like `generate`, so a seeded run repeats.
+Sampling draws from torch's global generator, like `generate`, so a seeded run repeats; by default with
+`torch.multinomial`, as `generate` does (the same draws), or with another `draw` (cpu_kernels.py: one uniform
+per row instead of one exponential per vocabulary entry).
 
 A multi-turn episode's next turn continues its own cache (`continue_cache`, `sample_kept`): the caller keeps
 each row's cache at the row's end (its keys and values over the tokens fed: the input and every sampled token but
@@ -105,20 +107,21 @@ def _row_caches(cache, mask: torch.Tensor, rows: torch.Tensor) -> list[RowCache]
 
 
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
-           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1
+           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ids, logp, lengths, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
-                                        top_k, repeats)
+                                        top_k, repeats, draw=draw)
     return ids, logp, lengths
 
 
 @torch.no_grad()
 def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, past=None,
-                keep: bool = False):
+                keep: bool = False, draw=None):
     """`sample`, continuing `past` (a `continue_cache` result: the input follows it) when given, and with `keep`
     each row's cache at its end (`RowCache`: the input's real positions and every sampled token but the last);
-    -> ids, logp, lengths, caches (None without keep)."""
+    -> ids, logp, lengths, caches (None without keep). `draw`: probs (b, V) -> (b,) token ids, in place of
+    `torch.multinomial` (cpu_kernels.draw)."""
     from transformers import DynamicCache
 
     B, dev = input_ids.shape[0] * repeats, input_ids.device
@@ -150,7 +153,7 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
             logits = logits / temperature
             lp = torch.log_softmax(logits, -1)
             probs = torch.softmax(_truncate(logits, top_p, top_k), -1)
-            nxt = torch.multinomial(probs, 1).squeeze(-1)  # (b,)
+            nxt = torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)  # (b,)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
         done = torch.isin(nxt, eos)

@@ -12,6 +12,8 @@ segment after each of several token sequences (a multi-turn episode's next turn,
 
 A group's prompt is run through the model once and its KV cache copied for each sample; an episode's cache is
 kept from one turn to the next (`continue_ids` with keys), so a turn runs only the observation through the model.
+On a CPU a call runs on the kernels `sampling.cpu_decode` chooses (cpu_kernels.py: prepacked linear weights and
+one uniform draw per token, for the call's length).
 
 Not here: KV-cache reuse across groups or rounds, speculative decoding, multi-GPU (see vllm).
 """
@@ -21,7 +23,7 @@ from typing import Sequence
 
 from ..logprobs import pad_prompts
 from ..types import Group, Sample
-from . import decode
+from . import cpu_kernels, decode
 from .base import PromptRow, SamplingConfig, as_rows, common_prefix, render_prompt, stop_ids
 
 
@@ -55,8 +57,9 @@ class HFEngine:
         samples: list[Sample] = []
         per_batch = max(1, self.batch_size // n)  # prompts per batch: batch_size sequences, a group never split
         try:
-            for i in range(0, len(texts), per_batch):
-                samples.extend(self._batch(texts[i:i + per_batch], n, sampling))
+            with cpu_kernels.decoding(sampling.cpu_decode, self.model) as draw:
+                for i in range(0, len(texts), per_batch):
+                    samples.extend(self._batch(texts[i:i + per_batch], n, sampling, draw))
         finally:
             self.model.train(was_training)
         groups = []
@@ -91,9 +94,10 @@ class HFEngine:
         repeats = _runs(seqs) if sampling.share_prefill and past is None else 1
         input_ids, attn = (x.to(model.device) for x in pad_prompts([s[f:] for s, f in zip(seqs, fresh)][::repeats],
                                                                     pad))
-        out, logp, lengths, caches = decode.sample_kept(
-            model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
-            top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse)
+        with cpu_kernels.decoding(sampling.cpu_decode, model) as draw:
+            out, logp, lengths, caches = decode.sample_kept(
+                model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
+                top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw)
         result = [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
         if reuse:  # each row's cache covers its ids and every sampled token but the last
             for k, s, (ids, _), c in zip(keys, seqs, result, caches):
@@ -105,8 +109,9 @@ class HFEngine:
         for k in keys:
             self._turn_kv.pop(k, None)
 
-    def _batch(self, texts: list[str], n: int, s: SamplingConfig) -> list[Sample]:
-        """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py)."""
+    def _batch(self, texts: list[str], n: int, s: SamplingConfig, draw=None) -> list[Sample]:
+        """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py); `draw`
+        samples a token in place of torch.multinomial (cpu_kernels.py)."""
         import torch
 
         tok = self.tokenizer
@@ -124,7 +129,7 @@ class HFEngine:
         eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
         if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
             ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
-                                             eos, s.temperature, s.top_p, s.top_k, repeats=n)
+                                             eos, s.temperature, s.top_p, s.top_k, repeats=n, draw=draw)
             result = []
             for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
                 row, row_lp = row[:n], row_lp[:n]

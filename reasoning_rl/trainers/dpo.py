@@ -239,8 +239,9 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     if rows is None:
         rows = _sampled_pairs(cfg, model, tok, task, ranks, log)
     evals, max_tokens = task.test[: cfg.eval.size], cfg.generation.max_tokens
-    truncated = cfg.eval.truncated
-    before = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated) if ranks.main else None
+    truncated, kernels = cfg.eval.truncated, cfg.generation.cpu_decode
+    before = (task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated, cpu_decode=kernels)
+              if ranks.main else None)
     lines: list[dict] = [{"step": 0, "eval/accuracy": before}] if ranks.main else []
     if backend == "trl":
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"), log=log)
@@ -248,7 +249,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
         m = train_dpo_ours(cfg, model, tok, rows, log=log, record=lines.append)
     after = None
     if ranks.main:
-        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated)
+        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated, cpu_decode=kernels)
         save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
         last = lines[-1]["step"] if lines else 0
         lines.append({"step": last if len(lines) > 1 else last + 1, "eval/accuracy": after,

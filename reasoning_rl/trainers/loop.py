@@ -136,7 +136,7 @@ class Run:
                                 self.pool, self.cfg.eval.truncated)
         else:
             got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
-                                      self.cfg.eval.truncated)
+                                      self.cfg.eval.truncated, self.cfg.generation.cpu_decode)
         return {f"eval/{k}": v for k, v in got.items()}
 
 

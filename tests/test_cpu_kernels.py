@@ -1,0 +1,124 @@
+"""The packed CPU kernels (rollout/cpu_kernels.py): the inverse-transform draw samples the distribution it is
+given and never a token of probability 0; prepacked linear layers give the eager layers' outputs up to float
+rounding, only for a no-grad forward in the packing thread, and leave the model as it was; the engine on packed
+kernels keeps the rollout contract (log-probs = the trainer's recomputation, a seed repeats)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reasoning_rl import config
+from reasoning_rl.configs import Config
+from reasoning_rl.models import build_tiny
+from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, cpu_kernels, logprob_mismatch
+
+from .helpers.hf_model import build_hf_model
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = build_hf_model(tmp_path_factory.mktemp("llama"), [f"{a} plus {b} is {a + b}." for a in range(30)
+                                                                for b in range(30)], vocab_size=500, arch="llama")
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def test_draw_follows_the_distribution_and_skips_zero_mass():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).repeat(40_000, 1)  # (b, V); rows need not sum to 1
+    torch.manual_seed(0)
+    got = cpu_kernels.draw(probs * 3.0)  # (b,)
+    freq = torch.bincount(got, minlength=6).double() / len(got)
+    assert freq[[0, 2, 5]].sum() == 0  # a token of probability 0 is never drawn
+    sd = (probs[0].double() * (1 - probs[0].double()) / len(got)).sqrt()
+    assert ((freq - probs[0].double()).abs() <= 5 * sd + 1e-12).all(), freq  # within 5 standard errors
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40), st.floats(0.0, 1.0, exclude_max=True))
+def test_draw_lands_on_a_token_with_mass_for_every_uniform(weights, u):
+    """For any u in [0, 1), including the largest float below 1, the drawn token has positive probability."""
+    probs = torch.tensor([weights + [1e-3]])  # (1, V) with some mass
+    real_rand = torch.rand
+    for value in (u, 1.0 - 2.0 ** -24):
+        torch.rand = lambda *shape, **kw: torch.full(shape, value, dtype=kw.get("dtype"))  # noqa: B023
+        try:
+            i = int(cpu_kernels.draw(probs)[0])
+        finally:
+            torch.rand = real_rand
+        assert 0 <= i < probs.shape[1] and probs[0, i] > 0, (value, i)
+
+
+def test_packed_layers_match_eager_and_are_undone(llama):
+    model, tok = llama
+    enc = tok(["3 plus 4 is", "12 plus 9 is 2"], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        eager = model(**enc).logits  # (B, T, V)
+    forwards = {id(m): m.forward for m in model.modules()}
+    with cpu_kernels.packed_linears(model) as n, torch.no_grad():
+        packed = model(**enc).logits
+        assert n == sum(type(m) is torch.nn.Linear for m in model.modules()) > 0
+        assert not torch.equal(packed, eager)  # the oneDNN products do run
+    assert torch.allclose(packed, eager, atol=1e-4, rtol=1e-4)
+    assert all("forward" not in m.__dict__ for m in model.modules())  # every layer's own forward back
+    assert {id(m): m.forward for m in model.modules()}.keys() == forwards.keys()
+
+
+def test_packed_layers_serve_neither_autograd_nor_another_thread(llama):
+    model, tok = llama
+    enc = tok(["5 plus 5 is"], return_tensors="pt")
+    with torch.no_grad():
+        eager = model(**enc).logits
+    with cpu_kernels.packed_linears(model):
+        with torch.enable_grad():
+            out = model(**enc).logits
+            out.sum().backward()  # the layers' own weights: gradients flow
+        assert torch.equal(out.detach(), eager)  # bit for bit: the eager path, not the copy
+        got = {}
+
+        def other():
+            with torch.no_grad():
+                got["logits"] = model(**enc).logits
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert torch.equal(got["logits"], eager)  # another thread (a trainer's forward) never sees the copy
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    model.zero_grad(set_to_none=True)
+
+
+def test_engine_on_packed_kernels_keeps_the_rollout_contract(llama):
+    model, tok = llama
+    prompts = [PromptRow("a", "3 plus 4 is"), PromptRow("b", "11 plus 20 is")]
+    s = SamplingConfig(temperature=1.0, max_tokens=8, seed=5, cpu_decode="packed")
+    eng = HFEngine(model, tok)
+    a = eng.generate(prompts, 4, s)
+    b = eng.generate(prompts, 4, s)
+    assert [x.token_ids for g in a for x in g.samples] == [x.token_ids for g in b for x in g.samples]
+    assert logprob_mismatch(model, tok, a)["rollout/logprob_mismatch_max"] < 1e-4  # eager recomputation
+    eager = eng.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=8, seed=5, cpu_decode="eager"))
+    assert [x.token_ids for g in eager for x in g.samples] != [x.token_ids for g in a for x in g.samples]
+
+
+def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama, monkeypatch):
+    model, _ = llama
+    tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
+    assert not cpu_kernels.resolve("auto", tiny) and not cpu_kernels.resolve("auto", model)
+    assert cpu_kernels.resolve("packed", model) and not cpu_kernels.resolve("eager", model)
+    monkeypatch.setattr(cpu_kernels, "AUTO_MIN_PARAMS", sum(p.numel() for p in model.parameters()))
+    assert cpu_kernels.resolve("auto", model)
+    assert not cpu_kernels.resolve("auto", model.to(torch.bfloat16))  # bf16's eager products gain nothing
+    model.float()
+
+
+def test_a_bad_setting_is_one_line_naming_the_field(llama):
+    with pytest.raises(ValueError, match=r"generation.cpu_decode: expected auto, eager or packed, got 'fast'"):
+        cpu_kernels.resolve("fast", llama[0])
+    with pytest.raises(Exception, match="cpu_decode"):
+        config.load(Config, overrides=["generation.cpu_decode=fast"])
