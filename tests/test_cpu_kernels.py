@@ -41,16 +41,31 @@ def test_draw_follows_the_distribution_and_skips_zero_mass():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=40), st.floats(0.0, 1.0, exclude_max=True))
 def test_draw_lands_on_a_token_with_mass_for_every_uniform(weights, u):
-    """For any u in [0, 1), including the largest float below 1, the drawn token has positive probability."""
+    """For any u in [0, 1), including the largest floats below 1, the drawn token has positive probability."""
     probs = torch.tensor([weights + [1e-3]])  # (1, V) with some mass
     real_rand = torch.rand
-    for value in (u, 1.0 - 2.0 ** -24):
+    for value in (u, 1.0 - 2.0 ** -24, 1.0 - 2.0 ** -53):  # the largest float32 and float64 below 1
         torch.rand = lambda *shape, **kw: torch.full(shape, value, dtype=kw.get("dtype"))  # noqa: B023
         try:
             i = int(cpu_kernels.draw(probs)[0])
         finally:
             torch.rand = real_rand
         assert 0 <= i < probs.shape[1] and probs[0, i] > 0, (value, i)
+
+
+def test_draw_keeps_a_tail_token_its_own_width():
+    """A token of probability 1e-9 beside two of about 0.5: the uniform that lands in its interval draws it (a
+    float32 running sum would give it no width at all)."""
+    probs = torch.tensor([[0.5, 1e-9, 0.5]])  # (1, V), float32 as the decode loop has them
+    lo = float(probs[0, 0].double())
+    total = float(probs.double().sum())
+    real_rand = torch.rand
+    try:
+        for u, want in (((lo + 0.5e-9) / total, 1), ((lo - 1e-6) / total, 0), ((lo + 2e-9) / total, 2)):
+            torch.rand = lambda *shape, **kw: torch.full(shape, u, dtype=kw.get("dtype"))  # noqa: B023
+            assert int(cpu_kernels.draw(probs)[0]) == want, (u, want)
+    finally:
+        torch.rand = real_rand
 
 
 def test_packed_layers_match_eager_and_are_undone(llama):

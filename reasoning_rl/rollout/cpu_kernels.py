@@ -53,8 +53,9 @@ def resolve(setting: str, model) -> bool:
 def draw(probs: torch.Tensor) -> torch.Tensor:
     """One token per row by inverse transform: the first i with cumsum(probs)[i] > u * sum(probs), u ~ U[0, 1).
     probs (b, V), non-negative, each row with some mass -> (b,). A zero-probability token is never drawn (its
-    cumulative sum equals its predecessor's)."""
-    cdf = probs.cumsum(-1)  # (b, V)
+    cumulative sum equals its predecessor's). The sums are float64: in float32 a token of probability below about
+    1e-7 would add nothing to a sum near 1 and never be drawn, or be drawn at the rounding's rate, not its own."""
+    cdf = probs.to(torch.float64).cumsum(-1)  # (b, V)
     total = cdf[:, -1:]  # (b, 1)
     x = torch.rand(probs.shape[0], 1, device=probs.device, dtype=cdf.dtype) * total
     x = torch.minimum(x, torch.nextafter(total, torch.zeros_like(total)))  # u * total rounded up to total
