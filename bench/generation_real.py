@@ -2,6 +2,7 @@
 and both against the bounds this machine sets, measured in the same run.
 
     .venv/bin/python bench/generation_real.py [--prompts 8] [--n 4] [--tokens 64] [--threads 0] [--repeats 2]
+                                              [--dtype float32|bfloat16] [--no-vllm]
 
 Every engine gets the same prompts (word problems through the chat template), the same batch (prompts x n
 samples), temperature 1, the same max tokens and end tokens. Tokens are counted up to and including each
@@ -21,8 +22,8 @@ The bounds, from this run's own measurements:
   and a oneDNN-prepacked weight's.
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
 vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with ours) runs the same prompts,
-batch and sampling in a child process of that environment, on the converted folder of the same model (float32,
-eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
+batch and sampling in a child process of that environment, on the converted folder of the same model (the same
+dtype, eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
 `--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
 Not here: prompts of other lengths.
 """
@@ -50,7 +51,7 @@ def child_vllm(a) -> None:
     with open(a.child_vllm, encoding="utf-8") as f:
         job = json.load(f)
     t0 = time.perf_counter()
-    eng = VLLMEngine(job["model"], dtype="float32", max_model_len=1024)
+    eng = VLLMEngine(job["model"], dtype=job["dtype"], max_model_len=1024)
     startup = time.perf_counter() - t0
     eng.generate(job["prompts"][:2], 2, SamplingConfig(max_tokens=4))  # warm-up
     best = 0.0
@@ -67,7 +68,8 @@ def vllm_rate(model_dir: str, prompts: list, a) -> tuple[float | None, str]:
     if not os.path.exists(VPY):
         return None, "no .venv-vllm (run `make vllm-env`)"
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"model": model_dir, "prompts": prompts, "n": a.n, "tokens": a.tokens, "repeats": a.repeats}, f)
+        json.dump({"model": model_dir, "prompts": prompts, "n": a.n, "tokens": a.tokens, "repeats": a.repeats,
+                   "dtype": a.dtype}, f)
     threads = str(a.threads or len(os.sched_getaffinity(0)))
     proc = subprocess.run([VPY, os.path.abspath(__file__), "--child-vllm", f.name], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": threads,
@@ -91,10 +93,10 @@ def copy_bandwidth(torch, mb: int = 256, rounds: int = 5) -> float:
     return 2 * src.numel() * 4 * rounds / (time.perf_counter() - t)
 
 
-def matmul_flops(torch, batch: int, hidden: int, rounds: int = 50) -> tuple[float, str]:
-    """The faster of two ways this machine multiplies (batch x hidden) by (hidden x 4 hidden): eager PyTorch and
-    a weight prepacked for oneDNN (what cpu_decode=packed runs); (FLOP/s, which)."""
-    x, w = torch.randn(batch, hidden), torch.randn(4 * hidden, hidden)
+def matmul_flops(torch, batch: int, hidden: int, dtype, rounds: int = 50) -> tuple[float, str]:
+    """The faster of two ways this machine multiplies (batch x hidden) by (hidden x 4 hidden) in `dtype`: eager
+    PyTorch and a weight prepacked for oneDNN (what cpu_decode=packed runs); (FLOP/s, which)."""
+    x, w = torch.randn(batch, hidden, dtype=dtype), torch.randn(4 * hidden, hidden, dtype=dtype)
     packed = w.to_mkldnn()
     ways = {"eager": lambda: torch.nn.functional.linear(x, w),
             "oneDNN packed": lambda: torch._C._nn.mkldnn_linear(x.to_mkldnn(), packed, None).to_dense()}
@@ -117,6 +119,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="0 = every core")
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per engine, alternating; the best counts")
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's CPU build out")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model.dtype for every engine")
     ap.add_argument("--child-vllm", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_vllm:
@@ -133,6 +136,7 @@ def main() -> None:
     from reasoning_rl.tiny.tasks import make_rows
 
     cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"num_threads={a.threads}",
+                                     f"model.dtype={a.dtype}",
                                      "tasks.families=[word_add, word_sub, word_mul, word_two]", "tasks.max_digits=1"])
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     model, tok = load_policy(cfg, log=lambda *_: None)
@@ -175,20 +179,21 @@ def main() -> None:
     if not a.no_vllm:
         from reasoning_rl.model_sources import resolve
 
-        rate, notes["vllm (CPU build)"] = vllm_rate(resolve(cfg.model.name_or_path, log=lambda *_: None), prompts, a)
+        folder = resolve(cfg.model.name_or_path, dtype=a.dtype, log=lambda *_: None)
+        rate, notes["vllm (CPU build)"] = vllm_rate(folder, prompts, a)
         if rate is not None:
             best["vllm (CPU build)"] = rate
         else:
             print(f"vllm (CPU build): {notes['vllm (CPU build)']}")
     bw = copy_bandwidth(torch)
-    flops, way = matmul_flops(torch, batch, model.config.hidden_size)
+    flops, way = matmul_flops(torch, batch, model.config.hidden_size, model.dtype)
     mem_bound = batch * bw / weight_bytes
     compute_bound = flops / (2 * params)
     bound = min(mem_bound, compute_bound)
     print(f"model: {params / 1e6:.1f} M parameters, {weight_bytes / 2**20:.0f} MiB of weights ({model.dtype}); "
           f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens; "
           f"the hf engine's default kernels here (generation.cpu_decode=auto): "
-          f"{'packed' if cpu_kernels.resolve('auto', model) else 'eager'}")
+          f"{cpu_kernels.resolve('auto', model)}")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
           f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
     for name, rate in best.items():

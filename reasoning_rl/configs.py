@@ -161,8 +161,9 @@ class GenerationConfig:
                 "layer's weight copied once per call into oneDNN's layout and one uniform draw per sampled token "
                 "(rollout/cpu_kernels.py; about 1.9x the decode rate of a float32 135 M model, the same "
                 "distribution, other float rounding and random draws); eager = PyTorch's own layers and "
-                "torch.multinomial (the draws of transformers.generate); auto = packed for a float32 model of at "
-                "least 50 M parameters on a CPU, else eager (the tiny model stays eager)")
+                "torch.multinomial (the draws of transformers.generate); auto = for a model of at least 50 M "
+                "parameters on a CPU the uniform draws, and the packed weights at float32 (at bfloat16 eager "
+                "products measured faster), else eager (the tiny model stays eager)")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,12 @@ spends most of that step in two places this file replaces for the length of a ro
 
 Either changes nothing of what is sampled from: the products differ by float rounding (a log-prob by about 1e-5)
 and the random stream is another one (a seeded run still repeats itself, but not `transformers.generate`'s draws).
-`resolve(setting, model)` says which kernels a rollout uses (`GenerationConfig.cpu_decode`): `auto` packs where it
-was measured to pay, a float32 model of at least `AUTO_MIN_PARAMS` parameters on a CPU; the tiny model and the
-test models stay on eager PyTorch, and with it on the very random stream of earlier runs.
+`resolve(setting, model) -> Kernels(pack, draw)` says which a rollout uses (`GenerationConfig.cpu_decode`):
+`packed` both, `eager` neither, `auto` what was measured to pay on SmolLM2-135M (docs/results.md) for a model of at
+least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any dtype (1.5x the decode rate at bfloat16, whose eager
+products are fast enough for the draws to be a third of a step), packing at float32 only (at bfloat16 the eager
+products were the faster). The tiny model and the test models stay on eager PyTorch, and with it on the very
+random stream of earlier runs.
 
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
@@ -29,25 +32,31 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import torch
 
 AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5 M
 
 
-def resolve(setting: str, model) -> bool:
-    """Whether a rollout of `model` uses the packed kernels and `draw`: `setting` is packed, eager or auto."""
+class Kernels(NamedTuple):
+    pack: bool  # linear weights prepacked for oneDNN (`packed_linears`)
+    draw: bool  # one uniform per sampled token (`draw`) instead of torch.multinomial
+
+
+def resolve(setting: str, model) -> Kernels:
+    """The kernels a rollout of `model` uses under `setting` (packed, eager or auto; see the module's docstring)."""
     if setting not in ("auto", "eager", "packed"):
         raise ValueError(f"generation.cpu_decode: expected auto, eager or packed, got {setting!r}")
-    if setting == "eager":
-        return False
     first = next(model.parameters(), None)
-    usable = (first is not None and first.device.type == "cpu" and torch.backends.mkldnn.is_available()
-              and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    if setting == "eager" or first is None or first.device.type != "cpu":
+        return Kernels(False, False)
+    can_pack = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     if setting == "packed":
-        return usable
-    return usable and first.dtype == torch.float32 and sum(p.numel() for p in model.parameters()) >= AUTO_MIN_PARAMS
+        return Kernels(can_pack, True)
+    if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
+        return Kernels(False, False)
+    return Kernels(can_pack and first.dtype == torch.float32, True)
 
 
 def draw(probs: torch.Tensor) -> torch.Tensor:
@@ -97,10 +106,8 @@ def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Te
 
 @contextlib.contextmanager
 def decoding(setting: str, model) -> Iterator:
-    """The kernels a rollout of `model` runs on (`resolve`): packed within the block when chosen, and yields the
-    `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
-    if not resolve(setting, model):
-        yield None
-        return
-    with packed_linears(model):
-        yield draw
+    """The kernels a rollout of `model` runs on (`resolve`): its linear layers packed within the block when chosen,
+    and yields the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
+    kernels = resolve(setting, model)
+    with packed_linears(model) if kernels.pack else contextlib.nullcontext():
+        yield draw if kernels.draw else None
