@@ -195,7 +195,8 @@ def main() -> None:
           f"the hf engine's default kernels here (generation.cpu_decode=auto): "
           f"{cpu_kernels.resolve('auto', model)}")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
-          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_bound:.0f} tokens/s; the bound is {bound:.0f} tokens/s")
+          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_bound:.0f} tokens/s; "
+          f"the bound is {bound:.0f} tokens/s")
     for name, rate in best.items():
         print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound" +
               (f"  ({notes[name]})" if name in notes else ""))

@@ -126,7 +126,8 @@ def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama, monkeypatch):
     K = cpu_kernels.Kernels
     tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == K(pack=False, draw=False)
-    assert cpu_kernels.resolve("packed", model) == K(True, True) and cpu_kernels.resolve("eager", model) == K(False, False)
+    assert cpu_kernels.resolve("packed", model) == K(True, True)
+    assert cpu_kernels.resolve("eager", model) == K(False, False)
     monkeypatch.setattr(cpu_kernels, "AUTO_MIN_PARAMS", sum(p.numel() for p in model.parameters()))
     assert cpu_kernels.resolve("auto", model) == K(True, True)
     try:  # at bfloat16 the eager products were the faster; the draws still pay

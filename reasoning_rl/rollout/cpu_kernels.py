@@ -5,8 +5,9 @@ draw from a vocabulary-sized distribution per row. Profiled on SmolLM2-135M (doc
 spends most of that step in two places this file replaces for the length of a rollout:
 - `torch.nn.functional.linear` repacks the weight on every call; `packed_linears(model)` copies each plain
   `nn.Linear`'s weight once into oneDNN's own layout (`Tensor.to_mkldnn`) and routes the layer's forward through
-  oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends (about half the time of the products at float32; no gain at bfloat16,
-  whose eager kernels already use the CPU's bf16 instructions);
+  oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends: about half
+  the time of the products at float32, none saved at bfloat16, whose eager products already use the CPU's bf16
+  instructions;
 - `torch.multinomial` draws one exponential number per vocabulary entry (49,152 per row per step); `draw(probs)`
   draws one uniform per row and finds it in the cumulative distribution.
 
@@ -26,7 +27,8 @@ random stream of earlier runs.
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
 sees the copy. A layer that already has a forward of its own on the instance (a hook library's wrapper) is left
-as it is. Not here: GPU kernels, quantized weights, fusing layers.
+as it is. Not here: GPU kernels, quantized weights, fusing layers, a compiled step (`torch.compile` of the
+model's forward was tried on this model: 180 s to compile, then 235 tokens/s against the packed layers' 400).
 """
 from __future__ import annotations
 
