@@ -159,8 +159,8 @@ class GenerationConfig:
     cpu_decode: Literal["auto", "eager", "packed"] = knob(
         "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
                 "layer's weight copied once per call into oneDNN's layout and one uniform draw per sampled token "
-                "(rollout/cpu_kernels.py; about 1.9x the decode rate of a float32 135 M model, the same "
-                "distribution, other float rounding and random draws); eager = PyTorch's own layers and "
+                "(rollout/cpu_kernels.py; the same distribution, other float rounding and random draws; speed: "
+                "docs/results.md); eager = PyTorch's own layers and "
                 "torch.multinomial (the draws of transformers.generate); auto = for a model of at least 50 M "
                 "parameters on a CPU the uniform draws, and the packed weights at float32 (at bfloat16 eager "
                 "products measured faster), else eager (the tiny model stays eager)")

@@ -302,28 +302,30 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
 
 
 def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], limits: EpisodeLimits,
-                      max_tokens: int, pool=None, truncated: str = "fail") -> dict[str, float]:
+                      max_tokens: int, pool=None, truncated: str = "fail", cpu_decode: str = "auto"
+                      ) -> dict[str, float]:
     """Held-out scores of greedy episodes, scored as `Task.held_out` scores single completions
     (`Task.score_held_out`: a truncated episode is a fail with truncated="fail", one whose environment failed is
-    never a pass), and `tool_calls` per episode."""
+    never a pass), and `tool_calls` per episode. `cpu_decode`: GenerationConfig's."""
     from .rollout import SamplingConfig
 
     eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"],
                                           **{k: r[k] for k in ("messages", "tools") if k in r}}
                                          for i, r in enumerate(rows)],
-                       SamplingConfig(temperature=0.0, max_tokens=max_tokens), limits)
+                       SamplingConfig(temperature=0.0, max_tokens=max_tokens, cpu_decode=cpu_decode), limits)
     out = task.score_held_out(rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,
                               failed=[bool(e.failure) for e in eps])
     return dict(out, tool_calls=sum(e.tool_calls for e in eps) / max(1, len(rows)))
 
 
 def held_out_with(rl, task, model, tok, rows: Sequence[dict], max_tokens: int, pool=None,
-                  truncated: str = "fail") -> dict[str, float]:
+                  truncated: str = "fail", cpu_decode: str = "auto") -> dict[str, float]:
     """`held_out_episodes` with the environment and limits a run's `grpo` section names (the loop's evaluation)."""
     from .environments import ENVIRONMENTS
 
     env = ENVIRONMENTS.get(rl.environment).from_config(rl)
     try:
-        return held_out_episodes(task, model, tok, env, rows, EpisodeLimits.of(rl), max_tokens, pool, truncated)
+        return held_out_episodes(task, model, tok, env, rows, EpisodeLimits.of(rl), max_tokens, pool, truncated,
+                                 cpu_decode)
     finally:
         getattr(env, "shutdown", lambda: None)()

@@ -5,9 +5,8 @@ draw from a vocabulary-sized distribution per row. Profiled on SmolLM2-135M (doc
 spends most of that step in two places this file replaces for the length of a rollout:
 - `torch.nn.functional.linear` repacks the weight on every call; `packed_linears(model)` copies each plain
   `nn.Linear`'s weight once into oneDNN's own layout (`Tensor.to_mkldnn`) and routes the layer's forward through
-  oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends: about half
-  the time of the products at float32, none saved at bfloat16, whose eager products already use the CPU's bf16
-  instructions;
+  oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends: time saved
+  at float32, none at bfloat16, whose eager products already use the CPU's bf16 instructions;
 - `torch.multinomial` draws one exponential number per vocabulary entry (49,152 per row per step); `draw(probs)`
   draws one uniform per row and finds it in the cumulative distribution.
 
@@ -19,16 +18,15 @@ Either changes nothing of what is sampled from: the products differ by float rou
 and the random stream is another one (a seeded run still repeats itself, but not `transformers.generate`'s draws).
 `resolve(setting, model) -> Kernels(pack, draw)` says which a rollout uses (`GenerationConfig.cpu_decode`):
 `packed` both, `eager` neither, `auto` what was measured to pay on SmolLM2-135M (docs/results.md) for a model of at
-least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any dtype (1.5x the decode rate at bfloat16, whose eager
-products are fast enough for the draws to be a third of a step), packing at float32 only (at bfloat16 the eager
-products were the faster). The tiny model and the test models stay on eager PyTorch, and with it on the very
+least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any dtype (the draws weigh most at bfloat16, whose eager
+products are fast), packing at float32 only (at bfloat16 the eager products were the faster). The tiny model and the test models stay on eager PyTorch, and with it on the very
 random stream of earlier runs.
 
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
 sees the copy. A layer that already has a forward of its own on the instance (a hook library's wrapper) is left
 as it is. Not here: GPU kernels, quantized weights, fusing layers, a compiled step (`torch.compile` of the
-model's forward was tried on this model: 180 s to compile, then 235 tokens/s against the packed layers' 400).
+model's forward was tried and was slower after a long compile: docs/results.md).
 """
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ class Run:
             from ..episodes import held_out_with
 
             got = held_out_with(self.rl, self.task, self.model, self.tok, self.evals, self.cfg.generation.max_tokens,
-                                self.pool, self.cfg.eval.truncated)
+                                self.pool, self.cfg.eval.truncated, self.cfg.generation.cpu_decode)
         else:
             got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
                                       self.cfg.eval.truncated, self.cfg.generation.cpu_decode)
