@@ -42,9 +42,9 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
                                  for k, v in s.verdicts.items()}}
             if s.turns:  # a multi-turn episode: each turn's model text, tool call, observation and timings
                 line["turns"] = [dict(t) for t in s.turns]
-                line["model_tokens"] = sum(s.loss_mask) if s.loss_mask else len(s.token_ids)
+                line["model_tokens"] = sum(s.model_mask)
                 # its ids as sampled and which are the model's: what a pair of episodes trains on (pairs.py)
-                line["token_ids"], line["loss_mask"] = list(s.token_ids), list(s.loss_mask or [1] * len(s.token_ids))
+                line["token_ids"], line["loss_mask"] = list(s.token_ids), list(s.model_mask)
             if s.error:
                 line["error"] = s.error
             if s.weight_version is not None:  # which weights sampled it, and how many updates behind they were

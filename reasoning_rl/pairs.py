@@ -102,8 +102,8 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
             ids = has_observations(c) or has_observations(r)  # an episode on either side: both as sampled ids
             if ids and not (c.token_ids and r.token_ids):  # an episode beside a text without ids: not comparable
                 continue
-            sides = {"chosen_ids": c.token_ids, "chosen_mask": c.loss_mask or (1,) * len(c.token_ids),
-                     "rejected_ids": r.token_ids, "rejected_mask": r.loss_mask or (1,) * len(r.token_ids)} \
+            sides = {"chosen_ids": c.token_ids, "chosen_mask": c.model_mask,
+                     "rejected_ids": r.token_ids, "rejected_mask": r.model_mask} \
                 if ids else {}
             texts = (transcript(c), transcript(r)) if ids else (c.text, r.text)
             if texts[0] == texts[1]:

@@ -147,6 +147,11 @@ class Sample:
     def truncated(self) -> bool:
         return self.finish_reason == "length"
 
+    @property
+    def model_mask(self) -> tuple[int, ...]:
+        """The loss mask over token_ids with its empty form spelled out: 1 on each of the model's tokens."""
+        return self.loss_mask or (1,) * len(self.token_ids)
+
     def with_verdicts(self, verdicts: Mapping[str, Verdict]) -> "Sample":
         merged = dict(self.verdicts)
         merged.update(verdicts)
