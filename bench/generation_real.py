@@ -10,16 +10,22 @@ sample's end-of-turn token; `generate` keeps computing finished rows until the l
 engine drops them (rollout/decode.py) and runs each prompt once for its n samples.
 
 Four rows: the `hf` engine as a run uses it (`generation.cpu_decode=auto`: on this model, linear weights
-prepacked for oneDNN and one uniform draw per token, rollout/cpu_kernels.py), `transformers.generate`, and to
+prepacked for oneDNN, one uniform draw per token and the decode attention, rollout/cpu_kernels.py),
+`transformers.generate`, and to
 tell the two gains apart, the `hf` engine on eager kernels (PyTorch's layers, torch.multinomial) and `generate`
 with the same prepacked products.
 
-The bounds, from this run's own measurements:
-- memory: a decode step reads every weight once; step >= weight bytes / copy bandwidth (a large tensor
-  copy, bytes read + written per second), so tokens/s <= batch x bandwidth / weight bytes;
-- compute: a token costs 2 x parameters FLOPs (attention left out); tokens/s <= matmul FLOP/s / (2 x
-  parameters), with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
-  and a oneDNN-prepacked weight's.
+The bounds for the job the `hf` engine ran (these prompts, its samples' lengths), from this run's own
+measurements:
+- memory: every forward pass reads every weight once, and the job needs as many passes as its longest sample has
+  tokens (the prompts' pass, then one per token but the last); time >= passes x weight bytes / copy bandwidth (a
+  large tensor copy, bytes read + written per second);
+- compute: a generated token costs 2 x parameters FLOPs, a prompt token 2 x (parameters - embedding) (its logits
+  are not computed) and each prompt's last position the output layer once (attention left out); time >= FLOPs /
+  matmul FLOP/s, with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
+  and a oneDNN-prepacked weight's. The prompts are counted once each (the least any engine can run).
+Tokens/s bound = the job's generated tokens / the larger time. Printed beside it, the bound earlier stops printed:
+generated tokens only, every row live at every step (batch x bandwidth / weight bytes; FLOP/s / (2 x parameters)).
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
 vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with ours) runs the same prompts,
 batch and sampling in a child process of that environment, on the converted folder of the same model (the same
@@ -148,10 +154,15 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
+    job = {}  # the hf engine's last run: generated tokens, the longest sample
+
     def hf(kernels: str) -> int:
         groups = HFEngine(model, tok).generate(prompts, a.n, SamplingConfig(temperature=1.0, max_tokens=a.tokens,
                                                                             seed=0, cpu_decode=kernels))
-        return sum(len(s.token_ids) for g in groups for s in g.samples)
+        lengths = [len(s.token_ids) for g in groups for s in g.samples]
+        if kernels == "auto":
+            job.update(generated=sum(lengths), longest=max(lengths))
+        return sum(lengths)
 
     def generate(packed: bool = False) -> int:
         tok.padding_side = "left"
@@ -187,18 +198,26 @@ def main() -> None:
             print(f"vllm (CPU build): {notes['vllm (CPU build)']}")
     bw = copy_bandwidth(torch)
     flops, way = matmul_flops(torch, batch, model.config.hidden_size, model.dtype)
-    mem_bound = batch * bw / weight_bytes
-    compute_bound = flops / (2 * params)
+    prompt_tokens = int(tok(prompts, padding=True, return_tensors="pt")["attention_mask"].sum())
+    embedding = model.get_input_embeddings().weight.numel()
+    job_flops = 2 * (job["generated"] * params + prompt_tokens * (params - embedding) + a.prompts * embedding)
+    mem_s, compute_s = job["longest"] * weight_bytes / bw, job_flops / flops
+    mem_bound, compute_bound = job["generated"] / mem_s, job["generated"] / compute_s
     bound = min(mem_bound, compute_bound)
+    earlier = min(batch * bw / weight_bytes, flops / (2 * params))
     print(f"model: {params / 1e6:.1f} M parameters, {weight_bytes / 2**20:.0f} MiB of weights ({model.dtype}); "
           f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens; "
           f"the hf engine's default kernels here (generation.cpu_decode=auto): "
           f"{cpu_kernels.resolve('auto', model)}")
-    print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_bound:.0f} tokens/s at this batch; compute "
-          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_bound:.0f} tokens/s; "
-          f"the bound is {bound:.0f} tokens/s")
+    print(f"job: {a.prompts} prompts of {prompt_tokens} tokens in all, {job['generated']} tokens generated, the "
+          f"longest {job['longest']}: {job['longest']} forward passes, {job_flops / 1e9:.0f} GFLOP")
+    print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_s:.2f} s, {mem_bound:.0f} tokens/s; compute "
+          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_s:.2f} s, {compute_bound:.0f} tokens/s; the bound is "
+          f"{bound:.0f} tokens/s (as earlier stops counted it, generated tokens only and every row live: "
+          f"{earlier:.0f})")
     for name, rate in best.items():
-        print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound" +
+        print(f"{name:<24} {rate:8.1f} tokens/s  {rate / bound:6.1%} of the bound ({rate / earlier:.1%} of the "
+              f"earlier)" +
               (f"  ({notes[name]})" if name in notes else ""))
     print(f"ratio hf engine / transformers.generate: {best['hf engine'] / best['transformers.generate']:.2f}x")
     if "vllm (CPU build)" in best:

@@ -158,12 +158,13 @@ class GenerationConfig:
                                "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
     cpu_decode: Literal["auto", "eager", "packed"] = knob(
         "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
-                "layer's weight copied once per call into oneDNN's layout and one uniform draw per sampled token "
-                "(rollout/cpu_kernels.py; the same distribution, other float rounding and random draws; speed: "
-                "docs/results.md); eager = PyTorch's own layers and "
-                "torch.multinomial (the draws of transformers.generate); auto = for a model of at least 50 M "
-                "parameters on a CPU the uniform draws, and the packed weights at float32 (at bfloat16 eager "
-                "products measured faster), else eager (the tiny model stays eager)")
+                "layer's weight copied once per call into oneDNN's layout, one uniform draw per sampled token and "
+                "a decode step's attention as two batched products on the key heads (rollout/cpu_kernels.py; the "
+                "same distribution, other float rounding and random draws; speed: docs/results.md); eager = "
+                "PyTorch's own layers, transformers' sdpa attention and torch.multinomial (the draws of "
+                "transformers.generate); auto = for a model of at least 50 M parameters on a CPU the uniform "
+                "draws, and the packed weights and decode attention at float32 (at bfloat16 eager products "
+                "measured faster, sdpa as fast), else eager (the tiny model stays eager)")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The packed CPU kernels (rollout/cpu_kernels.py): the inverse-transform draw samples the distribution it is
-given and never a token of probability 0; prepacked linear layers give the eager layers' outputs up to float
-rounding, only for a no-grad forward in the packing thread, and leave the model as it was; the engine on packed
-kernels keeps the rollout contract (log-probs = the trainer's recomputation, a seed repeats)."""
+given and never a token of probability 0, its two-level search lands where one running sum would; prepacked
+linear layers give the eager layers' outputs up to float rounding, only for a no-grad forward in the packing
+thread, and leave the model as it was; the decode attention is sdpa's up to float rounding, serves only one-token
+no-grad forwards of the entering thread, and puts the model back on sdpa; the engine on packed kernels keeps the
+rollout contract (log-probs = the trainer's recomputation, a seed repeats)."""
 from __future__ import annotations
 
 import threading
@@ -68,6 +70,36 @@ def test_draw_keeps_a_tail_token_its_own_width():
         torch.rand = real_rand
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 40), st.lists(st.integers(0, 299), max_size=200),
+       st.floats(0.0, 1.0, exclude_max=True), st.integers(0, 2**31 - 1))
+def test_the_two_level_search_draws_what_one_running_sum_draws(V, block, zeros, u, seed):
+    """For the same u, the block-then-token search returns the token the plain inverse transform over one float64
+    running sum returns; whole blocks of zeros and a vocabulary that is not a multiple of the block included, and
+    masses spread over 30 orders of magnitude, so that a block's sum and its running sum round apart."""
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.exp(torch.randn(1, V, generator=g) * 16)  # (1, V)
+    probs[0, [z for z in zeros if z < V]] = 0.0
+    probs[0, seed % V] += 1e-3  # some mass
+    cdf = probs.double().cumsum(-1)
+    x = torch.minimum(torch.tensor([[u]], dtype=torch.float64) * cdf[:, -1:], torch.nextafter(cdf[:, -1:],
+                                                                                                torch.zeros(1, 1)))
+    want = int(torch.searchsorted(cdf, x, right=True)[0, 0])
+    real_rand = torch.rand
+    try:
+        for top in (1.0 - 2.0 ** -24, 1.0 - 2.0 ** -53):  # the largest float32 and float64 below 1: a token with mass
+            torch.rand = lambda *shape, **kw: torch.full(shape, top, dtype=kw.get("dtype"))  # noqa: B023
+            assert probs[0, int(cpu_kernels.draw(probs, block=block)[0])] > 0, top
+        torch.rand = lambda *shape, **kw: torch.full(shape, u, dtype=kw.get("dtype"))
+        got = int(cpu_kernels.draw(probs, block=block)[0])
+    finally:
+        torch.rand = real_rand
+    assert probs[0, got] > 0
+    if got != want:  # only where u * total falls within rounding of a boundary between the two tokens
+        lo, hi = sorted((got, want))
+        assert abs(float(cdf[0, lo]) - float(x[0, 0])) < 1e-12 * float(cdf[0, -1]), (got, want)
+
+
 def test_packed_layers_match_eager_and_are_undone(llama, monkeypatch):
     model, tok = llama
     enc = tok(["3 plus 4 is", "12 plus 9 is 2"], return_tensors="pt", padding=True)
@@ -110,6 +142,93 @@ def test_packed_layers_serve_neither_autograd_nor_another_thread(llama):
     model.zero_grad(set_to_none=True)
 
 
+class _Heads(torch.nn.Module):  # what sdpa_attention_forward reads of an attention module
+    is_causal = True
+
+    def __init__(self, groups: int):
+        super().__init__()
+        self.num_key_value_groups = groups
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(1, 40), st.integers(0, 2**31 - 1),
+       st.booleans())
+def test_decode_attention_is_sdpas_for_one_query(B, Hkv, R, L, seed, masked):
+    """softmax(q k^T * scale + mask) v on the key heads, each query head reading key head h // R, against
+    transformers' sdpa (its repeat_kv order): within float rounding, for any batch, head grouping, length and
+    left padding."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, h, t, 16, generator=g) for h, t in ((Hkv * R, 1), (Hkv, L), (Hkv, L)))
+    mask = None
+    if masked:  # left padding: row b attends to its last L - pad[b] positions, at least one
+        pad = torch.randint(0, L, (B,), generator=g)
+        mask = (torch.arange(L)[None, :] >= pad[:, None])[:, None, None, :]  # (B, 1, 1, L)
+    want, _ = sdpa_attention_forward(_Heads(R), q, k, v, mask, scaling=0.25)
+    cpu_kernels._decode_owners.add(threading.get_ident())
+    try:
+        with torch.no_grad():
+            got, _ = cpu_kernels.decode_attend(_Heads(R), q, k, v, mask, scaling=0.25)
+    finally:
+        cpu_kernels._decode_owners.discard(threading.get_ident())
+    assert got.shape == want.shape == (B, 1, Hkv * R, 16)
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_decode_attention_serves_one_token_steps_of_its_thread_only(llama, monkeypatch):
+    """Within the block: a decode step of a left-padded batch runs decode_attend's own products and gives sdpa's
+    logits; the prompt's pass, a pass with autograd and another thread's pass go on to sdpa (counted) and give its
+    logits bit for bit; on exit the model is on sdpa again."""
+    import transformers.integrations.sdpa_attention as sdpa_module
+    from transformers import DynamicCache
+
+    from reasoning_rl.rollout.decode import cache_argument
+
+    model, tok = llama
+    assert model.config._attn_implementation == "sdpa"
+    tok.padding_side = "left"
+    enc = tok(["3 plus 4 is", "12 plus 9 is 2"], return_tensors="pt", padding=True)
+    step = torch.tensor([[5], [7]])
+    mask = torch.cat([enc["attention_mask"], torch.ones(2, 1, dtype=torch.long)], dim=1)
+    kw = cache_argument(model)
+
+    def two_passes():
+        cache = DynamicCache(config=model.config)
+        first = model(**enc, use_cache=True, **{kw: cache}).logits
+        return first, model(input_ids=step, attention_mask=mask, use_cache=True, **{kw: cache}).logits
+
+    with torch.no_grad():
+        eager = two_passes()
+    to_sdpa = []  # query lengths of the calls decode_attend handed to sdpa
+    real = sdpa_module.sdpa_attention_forward
+    monkeypatch.setattr(sdpa_module, "sdpa_attention_forward",
+                        lambda m, q, *a, **k: to_sdpa.append(q.shape[2]) or real(m, q, *a, **k))
+    layers, prompt = model.config.num_hidden_layers, enc["input_ids"].shape[1]
+    with cpu_kernels.decode_attention(model) as n:
+        assert n == 1 and model.config._attn_implementation == cpu_kernels.DECODE_ATTENTION
+        with torch.no_grad():
+            fast = two_passes()
+        assert to_sdpa == [prompt] * layers  # the decode step's layers ran decode_attend's own products
+        assert torch.equal(fast[0], eager[0])
+        assert torch.allclose(fast[1], eager[1], atol=1e-5, rtol=1e-5)
+        with torch.enable_grad():
+            grad_pass = two_passes()
+        got = {}
+
+        def other():
+            with torch.no_grad():
+                got["logits"] = two_passes()
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert to_sdpa == [prompt] * layers + [prompt] * layers + [1] * layers + [prompt] * layers + [1] * layers
+    assert model.config._attn_implementation == "sdpa"
+    for passes in (grad_pass, got["logits"]):
+        assert torch.equal(passes[1].detach(), eager[1])  # sdpa itself served them
+
+
 def test_engine_on_packed_kernels_keeps_the_rollout_contract(llama):
     model, tok = llama
     prompts = [PromptRow("a", "3 plus 4 is"), PromptRow("b", "11 plus 20 is")]
@@ -127,13 +246,14 @@ def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama, monkeypatch):
     model, _ = llama
     K = cpu_kernels.Kernels
     tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
-    assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == K(pack=False, draw=False)
-    assert cpu_kernels.resolve("packed", model) == K(True, True)
-    assert cpu_kernels.resolve("eager", model) == K(False, False)
+    none = K(pack=False, draw=False, attend=False)
+    assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == none
+    assert cpu_kernels.resolve("packed", model) == K(True, True, True)
+    assert cpu_kernels.resolve("eager", model) == none
     monkeypatch.setattr(cpu_kernels, "AUTO_MIN_PARAMS", sum(p.numel() for p in model.parameters()))
-    assert cpu_kernels.resolve("auto", model) == K(True, True)
-    try:  # at bfloat16 the eager products were the faster; the draws still pay
-        assert cpu_kernels.resolve("auto", model.to(torch.bfloat16)) == K(pack=False, draw=True)
+    assert cpu_kernels.resolve("auto", model) == K(True, True, True)
+    try:  # at bfloat16 the eager products were the faster and sdpa as fast; the draws still pay
+        assert cpu_kernels.resolve("auto", model.to(torch.bfloat16)) == K(pack=False, draw=True, attend=False)
     finally:
         model.float()
 

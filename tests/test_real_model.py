@@ -64,7 +64,7 @@ def test_packed_cpu_kernels_sample_what_the_trainer_scores(real):
     from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels, logprob_mismatch
 
     model, tok = real
-    assert cpu_kernels.resolve("auto", model) == cpu_kernels.Kernels(pack=True, draw=True)
+    assert cpu_kernels.resolve("auto", model) == cpu_kernels.Kernels(pack=True, draw=True, attend=True)
     prompts = [tok.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
                for q in ("What is 7 + 5? Put the answer in \\boxed{}.", "Name a colour.")]
     eng = HFEngine(model, tok)

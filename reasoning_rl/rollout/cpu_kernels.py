@@ -1,32 +1,45 @@
-"""Faster decoding on a CPU: linear weights prepacked for oneDNN, and one uniform draw per sampled token.
+"""Faster decoding on a CPU: linear weights prepacked for oneDNN, one uniform draw per sampled token, and a
+decode step's attention as two batched products on the key/value heads.
 
-A decode step of a real model on a CPU is a few rows (the live samples) multiplied by every weight matrix, then a
-draw from a vocabulary-sized distribution per row. Profiled on SmolLM2-135M (docs/results.md), eager PyTorch
-spends most of that step in two places this file replaces for the length of a rollout:
+A decode step of a real model on a CPU is a few rows (the live samples) multiplied by every weight matrix, one
+query per row attending over its cache, then a draw from a vocabulary-sized distribution per row. Profiled on
+SmolLM2-135M (docs/results.md), eager PyTorch spends most of that step in three places this file replaces for the
+length of a rollout:
 - `torch.nn.functional.linear` repacks the weight on every call; `packed_linears(model)` copies each plain
   `nn.Linear`'s weight once into oneDNN's own layout (`Tensor.to_mkldnn`) and routes the layer's forward through
   oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends: time saved
   at float32, none at bfloat16, whose eager products already use the CPU's bf16 instructions;
 - `torch.multinomial` draws one exponential number per vocabulary entry (49,152 per row per step); `draw(probs)`
-  draws one uniform per row and finds it in the cumulative distribution.
+  draws one uniform per row and finds it in the cumulative distribution (first among blocks of 256 tokens, then
+  inside one: a full running sum over the vocabulary is itself a sequential pass of 49,152 additions per row);
+- PyTorch's fused CPU attention (`scaled_dot_product_attention`, which transformers' `sdpa` calls) is built for
+  long queries; for one query per row it costs twice what `decode_attention` does: scores = q k^T over the key
+  heads (a grouped-query model's query heads batched per key head, no copy of the cache), softmax, @ v.
 
     with packed_linears(model):      # under no_grad, in the thread that entered it; the weights copied once
         ...                          # the model's forward, as usual
     draw(probs)  # (b, V) -> (b,)    # a token of each row, P(token i) = probs[i] / sum(probs)
+    with decode_attention(model):    # a one-token forward without gradients, in this thread: decode_attend
+        ...
 
-Either changes nothing of what is sampled from: the products differ by float rounding (a log-prob by about 1e-5)
-and the random stream is another one (a seeded run still repeats itself, but not `transformers.generate`'s draws).
-`resolve(setting, model) -> Kernels(pack, draw)` says which a rollout uses (`GenerationConfig.cpu_decode`):
-`packed` both, `eager` neither, `auto` what was measured to pay on SmolLM2-135M (docs/results.md) for a model of at
-least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any dtype (the draws weigh most at bfloat16, whose eager
-products are fast), packing at float32 only (at bfloat16 the eager products were the faster). The tiny model and the test models stay on eager PyTorch, and with it on the very
-random stream of earlier runs.
+None of the three changes what is sampled from: products and attention differ by float rounding (a log-prob by
+about 1e-5) and the random stream is another one (a seeded run still repeats itself, but not
+`transformers.generate`'s draws). `resolve(setting, model) -> Kernels(pack, draw, attend)` says which a rollout
+uses (`GenerationConfig.cpu_decode`): `packed` all three, `eager` none, `auto` what was measured to pay on
+SmolLM2-135M (docs/results.md) for a model of at least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any
+dtype (the draws weigh most at bfloat16, whose eager products are fast), packing and `attend` at float32 only (at
+bfloat16 the eager products were the faster, and the attention no faster). The tiny model and the test models stay
+on eager PyTorch, and with it on the very random stream of earlier runs.
 
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
-sees the copy. A layer that already has a forward of its own on the instance (a hook library's wrapper) is left
-as it is. Not here: GPU kernels, quantized weights, fusing layers, a compiled step (`torch.compile` of the
-model's forward was tried and was slower after a long compile: docs/results.md).
+sees the copy. Likewise the decode attention: within the block the model's config names it (in place of `sdpa`,
+whose masks it takes), and every call but a one-token forward without gradients from the entering thread goes on
+to `sdpa` itself; a model on another attention (eager, flash) is left on it. A layer that already has a forward
+of its own on the instance (a hook library's wrapper) is left as it is. Not here: GPU kernels, quantized weights,
+fusing layers, a preallocated KV cache (tried: its strided views made the attention's products slower than the
+concatenation they save), a compiled step (`torch.compile` of the model's forward was tried and was slower
+after a long compile: docs/results.md).
 """
 from __future__ import annotations
 
@@ -42,6 +55,7 @@ AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5
 class Kernels(NamedTuple):
     pack: bool  # linear weights prepacked for oneDNN (`packed_linears`)
     draw: bool  # one uniform per sampled token (`draw`) instead of torch.multinomial
+    attend: bool  # a decode step's attention as two batched products (`decode_attention`) instead of sdpa's kernel
 
 
 def resolve(setting: str, model) -> Kernels:
@@ -50,25 +64,34 @@ def resolve(setting: str, model) -> Kernels:
         raise ValueError(f"generation.cpu_decode: expected auto, eager or packed, got {setting!r}")
     first = next(model.parameters(), None)
     if setting == "eager" or first is None or first.device.type != "cpu":
-        return Kernels(False, False)
+        return Kernels(False, False, False)
     can_pack = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     if setting == "packed":
-        return Kernels(can_pack, True)
+        return Kernels(can_pack, True, True)
     if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
-        return Kernels(False, False)
-    return Kernels(can_pack and first.dtype == torch.float32, True)
+        return Kernels(False, False, False)
+    fp32 = first.dtype == torch.float32
+    return Kernels(can_pack and fp32, True, fp32)
 
 
-def draw(probs: torch.Tensor) -> torch.Tensor:
+def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
     """One token per row by inverse transform: the first i with cumsum(probs)[i] > u * sum(probs), u ~ U[0, 1).
     probs (b, V), non-negative, each row with some mass -> (b,). A zero-probability token is never drawn (its
     cumulative sum equals its predecessor's). The sums are float64: in float32 a token of probability below about
-    1e-7 would add nothing to a sum near 1 and never be drawn, or be drawn at the rounding's rate, not its own."""
-    cdf = probs.to(torch.float64).cumsum(-1)  # (b, V)
-    total = cdf[:, -1:]  # (b, 1)
-    x = torch.rand(probs.shape[0], 1, device=probs.device, dtype=cdf.dtype) * total
+    1e-7 would add nothing to a sum near 1 and never be drawn, or be drawn at the rounding's rate, not its own.
+    The search runs in two levels: the block of `block` tokens whose running total passes u * sum, then the token
+    inside it, so only one block per row is summed token by token."""
+    b, V = probs.shape
+    p = torch.nn.functional.pad(probs, (0, -V % block)).to(torch.float64).view(b, -1, block)  # (b, nb, block)
+    ends = p.sum(-1).cumsum(-1)  # (b, nb): the running total at each block's end
+    total = ends[:, -1:]  # (b, 1)
+    x = torch.rand(b, 1, device=probs.device, dtype=ends.dtype) * total
     x = torch.minimum(x, torch.nextafter(total, torch.zeros_like(total)))  # u * total rounded up to total
-    return torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    k = torch.searchsorted(ends, x, right=True)  # (b, 1): ends[k - 1] <= x < ends[k], so block k has mass
+    start = torch.where(k > 0, ends.gather(1, (k - 1).clamp(min=0)), torch.zeros_like(x))  # (b, 1)
+    inner = p.gather(1, k.unsqueeze(-1).expand(b, 1, block)).squeeze(1).cumsum(-1)  # (b, block)
+    y = torch.minimum(x - start, torch.nextafter(inner[:, -1:], torch.zeros_like(x)))  # inside the block's own sum
+    return (k * block + torch.searchsorted(inner, y, right=True)).squeeze(-1)
 
 
 @contextlib.contextmanager
@@ -104,10 +127,69 @@ def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Te
     return forward
 
 
+DECODE_ATTENTION = "reasoning_rl_cpu_decode"  # the name `decode_attention` registers with transformers
+_decode_owners: set[int] = set()  # threads within a decode_attention block
+
+
+def decode_attend(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask, dropout=0.0,
+                  scaling=None, **kwargs):
+    """transformers' attention-function contract; for one query per row, without gradients, from a thread in a
+    `decode_attention` block:
+        s = (q k^T) * scaling, masked where attention_mask is False (or + it, a float mask), softmax in float32, @ v
+    query (B, H, 1, D); key, value (B, Hkv, L, D), H = Hkv * R, query head h reading key head h // R (transformers'
+    `repeat_kv` order) -> ((B, 1, H, D), None). Anything else goes to `sdpa_attention_forward` unchanged."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    B, H, q, D = query.shape
+    Hkv = key.shape[1]
+    if (q != 1 or dropout or torch.is_grad_enabled() or threading.get_ident() not in _decode_owners or H % Hkv
+            or any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sinks", "position_bias"))):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    grouped = query.reshape(B, Hkv, H // Hkv, D)  # (B, Hkv, R, D): a key head's R query heads as R query rows
+    s = torch.matmul(grouped, key.transpose(-1, -2)).mul_(D ** -0.5 if scaling is None else scaling)  # (B, Hkv, R, L)
+    if attention_mask is not None:
+        m = attention_mask if attention_mask.shape[1] == 1 else attention_mask.reshape(B, Hkv, H // Hkv, -1)
+        s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m
+    out = torch.matmul(torch.softmax(s, -1, dtype=torch.float32).to(value.dtype), value)  # (B, Hkv, R, D)
+    return out.reshape(B, 1, H, D), None
+
+
+@contextlib.contextmanager
+def decode_attention(model) -> Iterator[int]:
+    """Within the block, every config of `model` on transformers' `sdpa` attention names `decode_attend` instead
+    (its masks: sdpa's), so this thread's one-token forwards without gradients take it; yields how many configs
+    were switched (0 where none was on sdpa). Each is back on sdpa on exit."""
+    from transformers import AttentionInterface, AttentionMaskInterface, PretrainedConfig
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(DECODE_ATTENTION, decode_attend)
+    AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
+    configs = {id(c): c for m in model.modules() if isinstance(c := getattr(m, "config", None), PretrainedConfig)
+               and c._attn_implementation == "sdpa"}
+    owner = threading.get_ident()
+    nested = owner in _decode_owners
+    _decode_owners.add(owner)
+    for c in configs.values():
+        c._attn_implementation = DECODE_ATTENTION
+    try:
+        yield len(configs)
+    finally:
+        for c in configs.values():
+            c._attn_implementation = "sdpa"
+        if not nested:
+            _decode_owners.discard(owner)
+
+
 @contextlib.contextmanager
 def decoding(setting: str, model) -> Iterator:
-    """The kernels a rollout of `model` runs on (`resolve`): its linear layers packed within the block when chosen,
-    and yields the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
+    """The kernels a rollout of `model` runs on (`resolve`): its linear layers packed and its one-token attention
+    on `decode_attend` within the block when chosen, and yields the `draw` to sample with (`decode.sample_kept`'s;
+    None = `torch.multinomial`)."""
     kernels = resolve(setting, model)
-    with packed_linears(model) if kernels.pack else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if kernels.pack:
+            stack.enter_context(packed_linears(model))
+        if kernels.attend:
+            stack.enter_context(decode_attention(model))
         yield draw if kernels.draw else None

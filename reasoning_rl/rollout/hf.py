@@ -12,8 +12,8 @@ segment after each of several token sequences (a multi-turn episode's next turn,
 
 A group's prompt is run through the model once and its KV cache copied for each sample; an episode's cache is
 kept from one turn to the next (`continue_ids` with keys), so a turn runs only the observation through the model.
-On a CPU a call runs on the kernels `sampling.cpu_decode` chooses (cpu_kernels.py: prepacked linear weights and
-one uniform draw per token, for the call's length).
+On a CPU a call runs on the kernels `sampling.cpu_decode` chooses (cpu_kernels.py: prepacked linear weights, one
+uniform draw per token and a decode step's attention as two batched products, for the call's length).
 
 Not here: KV-cache reuse across groups or rounds, speculative decoding, multi-GPU (see vllm).
 """
