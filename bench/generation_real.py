@@ -22,8 +22,9 @@ measurements:
   large tensor copy, bytes read + written per second);
 - compute: a generated token costs 2 x parameters FLOPs, a prompt token 2 x (parameters - embedding) (its logits
   are not computed) and each prompt's last position the output layer once (attention left out); time >= FLOPs /
-  matmul FLOP/s, with FLOP/s of a (batch x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
-  and a oneDNN-prepacked weight's. The prompts are counted once each (the least any engine can run).
+  matmul FLOP/s, with FLOP/s of a (rows x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
+  and a oneDNN-prepacked weight's, at rows = the batch for generated tokens and rows = the prompts' tokens for
+  theirs. The prompts are counted once each (the least any engine can run).
 Tokens/s bound = the job's generated tokens / the larger time. Printed beside it, the bound earlier stops printed:
 generated tokens only, every row live at every step (batch x bandwidth / weight bytes; FLOP/s / (2 x parameters)).
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
@@ -199,9 +200,12 @@ def main() -> None:
     bw = copy_bandwidth(torch)
     flops, way = matmul_flops(torch, batch, model.config.hidden_size, model.dtype)
     prompt_tokens = int(tok(prompts, padding=True, return_tensors="pt")["attention_mask"].sum())
+    prefill_flops, _ = matmul_flops(torch, prompt_tokens, model.config.hidden_size, model.dtype, rounds=10)
     embedding = model.get_input_embeddings().weight.numel()
-    job_flops = 2 * (job["generated"] * params + prompt_tokens * (params - embedding) + a.prompts * embedding)
-    mem_s, compute_s = job["longest"] * weight_bytes / bw, job_flops / flops
+    decode_work = 2 * job["generated"] * params
+    prompt_work = 2 * (prompt_tokens * (params - embedding) + a.prompts * embedding)
+    job_flops = decode_work + prompt_work
+    mem_s, compute_s = job["longest"] * weight_bytes / bw, decode_work / flops + prompt_work / prefill_flops
     mem_bound, compute_bound = job["generated"] / mem_s, job["generated"] / compute_s
     bound = min(mem_bound, compute_bound)
     earlier = min(batch * bw / weight_bytes, flops / (2 * params))
@@ -212,7 +216,8 @@ def main() -> None:
     print(f"job: {a.prompts} prompts of {prompt_tokens} tokens in all, {job['generated']} tokens generated, the "
           f"longest {job['longest']}: {job['longest']} forward passes, {job_flops / 1e9:.0f} GFLOP")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_s:.2f} s, {mem_bound:.0f} tokens/s; compute "
-          f"{flops / 1e9:.0f} GFLOP/s matmul ({way}) -> {compute_s:.2f} s, {compute_bound:.0f} tokens/s; the bound is "
+          f"{flops / 1e9:.0f} GFLOP/s matmul at {batch} rows ({way}), {prefill_flops / 1e9:.0f} at {prompt_tokens} "
+          f"-> {compute_s:.2f} s, {compute_bound:.0f} tokens/s; the bound is "
           f"{bound:.0f} tokens/s (as earlier stops counted it, generated tokens only and every row live: "
           f"{earlier:.0f})")
     for name, rate in best.items():
