@@ -2,7 +2,7 @@
 and both against the bounds this machine sets, measured in the same run.
 
     .venv/bin/python bench/generation_real.py [--prompts 8] [--n 4] [--tokens 64] [--threads 0] [--repeats 2]
-                                              [--dtype float32|bfloat16] [--no-vllm]
+                                              [--dtype float32|bfloat16] [--no-vllm] [--ablate]
 
 Every engine gets the same prompts (word problems through the chat template), the same batch (prompts x n
 samples), temperature 1, the same max tokens and end tokens. Tokens are counted up to and including each
@@ -32,6 +32,9 @@ vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with o
 batch and sampling in a child process of that environment, on the converted folder of the same model (the same
 dtype, eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
 `--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
+`--ablate` instead runs only the `hf` engine, with rollout/cpu_kernels.py's kernels added one at a time (eager;
+packed products; + the uniform draw; + the decode attention), rounds alternating, and prints each one's best
+tokens/s against eager's of the same run and the tokens it drew.
 Not here: prompts of other lengths.
 """
 from __future__ import annotations
@@ -118,6 +121,38 @@ def matmul_flops(torch, batch: int, hidden: int, dtype, rounds: int = 50) -> tup
     return rates[best], best
 
 
+def ablate(model, tok, prompts: list, a) -> None:
+    """The hf engine with its CPU kernels added one at a time (at bfloat16 without the packed products, which
+    `auto` leaves out there); each row's best rate against eager's."""
+    import torch
+
+    from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels
+
+    K = cpu_kernels.Kernels
+    steps = (("eager kernels", K(False, False, False)), ("packed products", K(True, False, False)),
+             ("+ uniform draw", K(True, True, False)), ("+ decode attention", K(True, True, True)))
+    if model.dtype != torch.float32:
+        steps = steps[:1] + tuple((n, k._replace(pack=False)) for n, k in steps[2:])
+    best, drawn = {}, {}
+    resolve = cpu_kernels.resolve
+    try:
+        for _ in range(a.repeats):
+            for name, kernels in steps:
+                cpu_kernels.resolve = lambda setting, m, k=kernels: k  # what decoding() runs on, for this row
+                t = time.perf_counter()
+                groups = HFEngine(model, tok).generate(prompts, a.n, SamplingConfig(
+                    temperature=1.0, max_tokens=a.tokens, seed=0))
+                n = sum(len(s.token_ids) for g in groups for s in g.samples)
+                best[name], drawn[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t)), n
+    finally:
+        cpu_kernels.resolve = resolve
+    base = best["eager kernels"]
+    print(f"hf engine, {model.dtype}, {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens, best of "
+          f"{a.repeats} rounds")
+    for name, rate in best.items():
+        print(f"{name:<20} {rate:8.1f} tokens/s  {rate / base:5.2f}x eager  ({drawn[name]} tokens drawn)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=8)
@@ -127,6 +162,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per engine, alternating; the best counts")
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's CPU build out")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model.dtype for every engine")
+    ap.add_argument("--ablate", action="store_true", help="the hf engine's CPU kernels added one at a time")
     ap.add_argument("--child-vllm", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child_vllm:
@@ -178,6 +214,8 @@ def main() -> None:
             n += cut
         return n
 
+    if a.ablate:
+        return ablate(model, tok, prompts, a)
     best: dict[str, float] = {}
     engines = (("hf engine", lambda: hf("auto")), ("transformers.generate", generate),
                ("hf engine, eager kernels", lambda: hf("eager")),
