@@ -228,6 +228,17 @@ def test_decode_attention_serves_one_token_steps_of_its_thread_only(llama, monke
         assert torch.equal(passes[1].detach(), eager[1])  # sdpa itself served them
 
 
+def test_decode_attention_leaves_a_model_on_another_attention_alone(llama):
+    model, _ = llama
+    model.config._attn_implementation = "eager"
+    try:
+        with cpu_kernels.decode_attention(model) as n:
+            assert n == 0 and model.config._attn_implementation == "eager"
+        assert model.config._attn_implementation == "eager"
+    finally:
+        model.config._attn_implementation = "sdpa"
+
+
 def test_engine_on_packed_kernels_keeps_the_rollout_contract(llama):
     model, tok = llama
     prompts = [PromptRow("a", "3 plus 4 is"), PromptRow("b", "11 plus 20 is")]
