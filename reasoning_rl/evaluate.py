@@ -26,7 +26,7 @@ def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     was_training = model.training
     model.eval()
     try:
-        with cpu_kernels.decoding(cpu_decode, model):  # greedy: packed products and decode attention where chosen; nothing drawn
+        with cpu_kernels.decoding(cpu_decode, model):  # packed products, decode attention where chosen; no draws
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
                 ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
