@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from reasoning_rl.advantages import gae, gae_reference, grpo, grpo_reference
+from reasoning_rl.algos.advantages import gae, gae_reference, grpo, grpo_reference
 
 
 def gae_loop(rewards, values, mask, gamma, lam):

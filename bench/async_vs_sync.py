@@ -31,7 +31,7 @@ MODES = {
 
 def run(mode: str, seed: int, steps: int, base: list[str], config_file: str | None) -> tuple[float, float]:
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     with tempfile.TemporaryDirectory() as out:

@@ -170,13 +170,13 @@ def main() -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.device import resolve_threads
-    from reasoning_rl.models import load_policy
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.device import resolve_threads
+    from reasoning_rl.models.load import load_policy
     from reasoning_rl.rollout import HFEngine, SamplingConfig
     from reasoning_rl.rollout.base import stop_ids
     from reasoning_rl.rollout import cpu_kernels
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"num_threads={a.threads}",
                                      f"model.dtype={a.dtype}",
@@ -227,7 +227,7 @@ def main() -> None:
             best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
     notes = {}
     if not a.no_vllm:
-        from reasoning_rl.model_sources import resolve
+        from reasoning_rl.models.sources import resolve
 
         folder = resolve(cfg.model.name_or_path, dtype=a.dtype, log=lambda *_: None)
         rate, notes["vllm (CPU build)"] = vllm_rate(folder, prompts, a)

@@ -32,7 +32,7 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_atte
 def learning(device: str, tiny: bool, tmp: str) -> dict:
     """SFT then GRPO of the embedded default on `device`: held-out accuracy before and after."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     sft_steps, rounds = (40, 3) if tiny else (600, 30)
@@ -59,9 +59,9 @@ def throughput(device: str, tiny: bool) -> dict:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config, GRPOConfig
+    from reasoning_rl.config.sections import Config, GRPOConfig
     from reasoning_rl.rollout import HFEngine, SamplingConfig
-    from reasoning_rl.tiny.tokenizer import build_char_tokenizer
+    from reasoning_rl.models.tiny.tokenizer import build_char_tokenizer
     from reasoning_rl.trainers.distributed import Ranks
     from reasoning_rl.trainers.grpo_batch import make_batch, update_minibatch
     import verifiers

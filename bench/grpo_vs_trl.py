@@ -12,7 +12,7 @@ steps against the model + optimiser + activations estimate.
         --max-tokens 48 --lr 1e-5
 
 --model tiny (the default): the tiny SFT checkpoint on the embedded arithmetic, one thread each.
-A real model (smollm2-135m-instruct): word problems (tiny/word_tasks.py) through its chat template
+A real model (smollm2-135m-instruct): word problems (task/embedded/word_problems.py) through its chat template
 (TRL applies the same template to conversational prompts), every core for each.
 
 Not here: any claim about held-out accuracy (the demo measures that); TRL with vLLM.
@@ -110,7 +110,7 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
 
 def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     real = [] if a.model == "tiny" else [*WORD, f"tasks.instruction={INSTRUCTION}", f"num_threads={a.threads}"]
@@ -137,11 +137,11 @@ def measure_memory(a) -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.logprobs import token_logprobs
-    from reasoning_rl.losses import ppo_clip
-    from reasoning_rl.models import load_policy
-    from reasoning_rl.sft import build_sft_checkpoint
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.logprobs import token_logprobs
+    from reasoning_rl.algos.losses import ppo_clip
+    from reasoning_rl.models.load import load_policy
+    from reasoning_rl.models.sft import build_sft_checkpoint
     import transformers.models.llama.modeling_llama  # noqa: F401  (imports are not the step's memory)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
 
@@ -187,17 +187,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = 1 for tiny, every core else)")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    from reasoning_rl.device import resolve_threads
+    from reasoning_rl.models.device import resolve_threads
 
     a.threads = resolve_threads(a.threads, a.model)
     if a.memory_child:
         return measure_memory(a)
     import torch
 
-    from reasoning_rl import config, model_sources
-    from reasoning_rl.configs import Config
-    from reasoning_rl.sft import build_sft_checkpoint
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl import config
+    from reasoning_rl.models import sources as model_sources
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.sft import build_sft_checkpoint
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     torch.set_num_threads(a.threads)
     if a.model == "tiny":

@@ -39,8 +39,8 @@ def main() -> None:
     if not os.path.exists(VPY):
         sys.exit("no .venv-vllm: run `make vllm-env` first")
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.model_sources import resolve
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.sources import resolve
     from reasoning_rl.rollout.vllm_server import local_vllm_server
     from reasoning_rl.trainers.grpo import train_grpo
 

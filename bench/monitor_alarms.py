@@ -37,7 +37,7 @@ class ArchivedTask:
         self.checked = checked
 
     def verify_samples(self, reward, flat, pool=None):
-        from reasoning_rl.task import checked_text
+        from reasoning_rl.task.task import checked_text
 
         texts = [checked_text(self.checked, g.task.get("raw", ""), s.text) for g, s in flat]
         return reward.verify(texts, [g.task["reference"] for g, _ in flat], [g.prompt for g, _ in flat], pool=pool)
@@ -45,7 +45,7 @@ class ArchivedTask:
 
 def rounds(run_dir: str):
     """(step, groups, metrics) of every round in the run, in order."""
-    from reasoning_rl.archive import read_archive_rounds
+    from reasoning_rl.data.archive import read_archive_rounds
 
     path = os.path.join(run_dir, "archive.jsonl")
     by_step = read_archive_rounds(path)
@@ -72,7 +72,7 @@ def rounds(run_dir: str):
 def replay(run_dir: str, p_value_max: float, second_opinion: str, window: int, disagreement_max: float,
            pool=None) -> dict:
     import verifiers
-    from reasoning_rl.configs import MonitorConfig
+    from reasoning_rl.config.sections import MonitorConfig
     from reasoning_rl.trainers.monitors import Monitors
 
     task = json.load(open(os.path.join(run_dir, "task.json")))
@@ -97,7 +97,7 @@ def fixture_run(path: str, out: str) -> str:
     import verifiers
     from transformers import AutoTokenizer
 
-    from reasoning_rl.model_sources import resolve
+    from reasoning_rl.models.sources import resolve
 
     rows = [json.loads(x) for x in open(path, encoding="utf-8") if x.strip()]
     tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct", log=lambda *_: None))

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def _run(cfg_overrides, url, out, log):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     cfg = config.load(Config, overrides=cfg_overrides + ["grpo.engine=openai", f"grpo.engine_url={url}",
@@ -83,9 +83,9 @@ def main() -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.rollout.vllm_server import local_vllm_server
-    from reasoning_rl.sft import build_sft_checkpoint
+    from reasoning_rl.models.sft import build_sft_checkpoint
 
     torch.set_num_threads(1)
     vpy = os.path.abspath(".venv-vllm/bin/python")

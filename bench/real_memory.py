@@ -31,12 +31,12 @@ def child(a) -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.device import resolve_threads
-    from reasoning_rl.logprobs import token_logprobs
-    from reasoning_rl.lora import maybe_lora
-    from reasoning_rl.losses import ppo_clip
-    from reasoning_rl.models import load_policy
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.device import resolve_threads
+    from reasoning_rl.models.logprobs import token_logprobs
+    from reasoning_rl.models.lora import maybe_lora
+    from reasoning_rl.algos.losses import ppo_clip
+    from reasoning_rl.models.load import load_policy
 
     cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"model.dtype={a.dtype}",
                                      f"model.gradient_checkpointing={a.ckpt}", f"model.lora.r={a.lora}",

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def make_run(path: str, n: int, seed: int = 0) -> None:
-    from reasoning_rl.archive import write_groups
+    from reasoning_rl.data.archive import write_groups
     from reasoning_rl.types import Group, Sample, Status, Verdict
 
     os.makedirs(path, exist_ok=True)
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=int, default=1000)
     ap.add_argument("--out", default="/tmp/report-bench")
     a = ap.parse_args()
-    from reasoning_rl.report import write_report
+    from reasoning_rl.cli.report import write_report
 
     res = {}
     for name, n in (("baseline", a.baseline), ("large", a.samples)):

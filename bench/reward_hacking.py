@@ -26,7 +26,7 @@ MONITOR = ["monitor.second_opinion=exact", "monitor.sample=64", "monitor.disagre
 
 def run(name: str, outcome: str, steps: int, out: str, extra: list[str]) -> tuple[list[dict], list[str]]:
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     alerts: list[str] = []
@@ -53,7 +53,7 @@ def main() -> None:
     import torch
 
     import verifiers
-    from reasoning_rl.reverify import format_table, reverify, write_report
+    from reasoning_rl.cli.reverify import format_table, reverify, write_report
 
     torch.set_num_threads(1)
     os.makedirs(a.out, exist_ok=True)

@@ -31,10 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
     import torch
 
-    from reasoning_rl.models import load_policy
-    from reasoning_rl.sft import seed_everything, sft_step
-    from reasoning_rl.task import Task
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.models.load import load_policy
+    from reasoning_rl.models.sft import seed_everything, sft_step
+    from reasoning_rl.task.task import Task
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     seed_everything(cfg.seed + 1)
     model, tok = load_policy(cfg, log=lambda *_: None)
@@ -60,10 +60,10 @@ def main() -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import load_policy
-    from reasoning_rl.sft import build_sft_checkpoint
-    from reasoning_rl.task import Task
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import load_policy
+    from reasoning_rl.models.sft import build_sft_checkpoint
+    from reasoning_rl.task.task import Task
     from reasoning_rl.trainers.grpo import train_grpo
 
     torch.set_num_threads(1)

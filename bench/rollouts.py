@@ -28,8 +28,8 @@ def build(threads: int):
 
     sys.path.insert(0, ROOT)
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
 
     torch.set_num_threads(threads)
     return build_tiny(config.load(Config))

@@ -29,8 +29,8 @@ TOOL = ["grpo.environment=calculator", "grpo.max_turns=2", "grpo.max_tool_calls=
 
 def arm(name: str, extra: list[str], steps: int, sft_steps: int, out: str) -> dict:
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.sft import build_sft_checkpoint
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.sft import build_sft_checkpoint
     from reasoning_rl.trainers.grpo import train_grpo
 
     cfg = config.load(Config, overrides=COMMON + extra + [f"sft.steps={sft_steps}", f"grpo.steps={steps}",

@@ -4,7 +4,7 @@
 
 The same model (SmolLM2-135M-Instruct, every core for each), whose chat template is set to the Qwen3 template TRL
 ships (TRL accepts tools only with a template it can parse tool calls from; ours reads the same `<tool_call>` JSON),
-the same prompts (word problems, tiny/word_tasks.py, with an instruction naming the tool), the same reward (the
+the same prompts (word problems, task/embedded/word_problems.py, with an instruction naming the tool), the same reward (the
 `math` verifier), group size, prompts per step, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one
 iteration) and tool-call limit. The tool runs on our sandbox in both (for TRL, a function that runs the code in a
 fresh sandboxed interpreter). Both render the tool's schema into the prompt through the template. Limits per
@@ -37,7 +37,7 @@ def model_with_qwen3_template(out: str) -> str:
     from transformers import AutoTokenizer
     from trl.chat_template_utils import qwen3_chat_template
 
-    from reasoning_rl import model_sources
+    from reasoning_rl.models import sources as model_sources
 
     shutil.copytree(model_sources.resolve("smollm2-135m-instruct", log=lambda *_: None), out)
     tok = AutoTokenizer.from_pretrained(out)
@@ -48,7 +48,7 @@ def model_with_qwen3_template(out: str) -> str:
 
 def sandboxed_python():
     """TRL's tool: a plain function (its docstring is the schema TRL shows the model) running on our sandbox."""
-    from reasoning_rl.environments import PythonTool
+    from reasoning_rl.rollout.environments import PythonTool
 
     env = PythonTool()
     calls = []
@@ -90,7 +90,7 @@ def run_trl(model: str, rows: list[dict], a, out: str) -> tuple[list[float], lis
 
 def run_ours(model: str, a, out: str) -> tuple[list[float], list[float], list[float]]:
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     cfg = config.load(Config, overrides=[
@@ -121,9 +121,9 @@ def main() -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.device import resolve_threads
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.device import resolve_threads
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     a.threads = resolve_threads(a.threads, "smollm2-135m-instruct")
     torch.set_num_threads(a.threads)

@@ -34,13 +34,13 @@ def main() -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.device import resolve_threads
-    from reasoning_rl.environments import Environment, Step
-    from reasoning_rl.episodes import EpisodeLimits, run_episodes
-    from reasoning_rl.models import load_policy
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.device import resolve_threads
+    from reasoning_rl.rollout.environments import Environment, Step
+    from reasoning_rl.rollout.episodes import EpisodeLimits, run_episodes
+    from reasoning_rl.models.load import load_policy
     from reasoning_rl.rollout import SamplingConfig, decode
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     class Answered(Environment):
         """Every segment a call; the observation a fixed block of output."""

@@ -115,7 +115,7 @@ class Sample:
     verdicts:  verifier name -> Verdict, filled in after verification.
     weight_version: how many updates the sampling weights had had (None: not recorded). A sample trained on at
                step t is t - 1 - weight_version updates stale.
-    For a multi-turn episode (episodes.py) token_ids are everything after the prompt (model segments and
+    For a multi-turn episode (rollout/episodes.py) token_ids are everything after the prompt (model segments and
     observations, as sampled and as tokenized once), logprobs 0.0 on observation tokens, loss_mask marks the
     model's tokens, and text is what the model wrote (all the verifier reads).
     """

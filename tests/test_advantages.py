@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from curricula.signal import p_mixed
-from reasoning_rl.advantages import ADVANTAGES, gae, gae_reference, grpo, grpo_reference, process, rloo
+from reasoning_rl.algos.advantages import ADVANTAGES, gae, gae_reference, grpo, grpo_reference, process, rloo
 from reasoning_rl.types import Group, Sample, Verdict
 
 
@@ -243,7 +243,7 @@ def test_process_advantages_worked_example():
        seed=st.integers(0, 10**6))
 @settings(max_examples=60, deadline=None)
 def test_blocked_discounted_cumsum_equals_the_sum(B, T, chunk, c, seed):
-    from reasoning_rl.advantages import discounted_reverse_cumsum
+    from reasoning_rl.algos.advantages import discounted_reverse_cumsum
 
     x = torch.randn(B, T, generator=torch.Generator().manual_seed(seed))
     y = discounted_reverse_cumsum(x, c, chunk=chunk)
@@ -282,7 +282,7 @@ def test_gae_across_an_observation_worked_example():
 @settings(max_examples=40, deadline=None)
 @given(B=st.integers(1, 4), T=st.integers(2, 8), seed=st.integers(0, 10**6))
 def test_whitened_advantages_have_mean_zero_and_unit_std_on_the_mask(B, T, seed):
-    from reasoning_rl.advantages import whiten
+    from reasoning_rl.algos.advantages import whiten
 
     g = torch.Generator().manual_seed(seed)
     A = torch.randn(B, T, generator=g, dtype=torch.float64) * 3 + 1

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from reasoning_rl import config
-from reasoning_rl.config import ConfigError
-from reasoning_rl.configs import Config
+from reasoning_rl.config.knobs import ConfigError
+from reasoning_rl.config.sections import Config
 from reasoning_rl.rollout import HFEngine, SamplingConfig
 from reasoning_rl.rollout.openai import RolloutError
 from reasoning_rl.rollout.worker import WorkerEngine
-from reasoning_rl.tiny.model import build_tiny
+from reasoning_rl.models.tiny.model import build_tiny
 from reasoning_rl.trainers.grpo import train_grpo
 
 ROWS = ["12+3=", "7*8=", "40-9="]

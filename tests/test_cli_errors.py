@@ -1,5 +1,5 @@
 """User errors on the command line: one line naming the field and value, exit status 2, no traceback,
-and nothing loaded or written first. Each case runs `reasoning_rl.cli.main(argv)` in this process (a subprocess
+and nothing loaded or written first. Each case runs `reasoning_rl.cli.commands.main(argv)` in this process (a subprocess
 each cost the suite minutes of imports); a few go through a real `python -m reasoning_rl` subprocess to show the
 entry point prints the same.
 
@@ -186,7 +186,7 @@ def test_a_second_run_into_the_same_directory_is_refused_before_touching_it(tmp_
 
 def test_overwrite_removes_only_the_run_files(tmp_path):
     from reasoning_rl.errors import UserError
-    from reasoning_rl.run_dir import claim
+    from reasoning_rl.data.run_dir import claim
 
     (tmp_path / "metrics.jsonl").write_text("{}\n")
     (tmp_path / "final").mkdir()
@@ -200,7 +200,7 @@ def test_overwrite_removes_only_the_run_files(tmp_path):
 
 
 def test_default_runs_get_their_own_directories(tmp_path, monkeypatch):
-    from reasoning_rl.run_dir import claim
+    from reasoning_rl.data.run_dir import claim
 
     monkeypatch.chdir(tmp_path)
     a = claim("", "grpo")
@@ -210,7 +210,7 @@ def test_default_runs_get_their_own_directories(tmp_path, monkeypatch):
 
 
 def test_version_and_help(root):
-    from reasoning_rl.cli import build_parser
+    from reasoning_rl.cli.commands import build_parser
 
     r = _cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("reasoning-rl ") and "unknown" not in r.stdout

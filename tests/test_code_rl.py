@@ -6,8 +6,8 @@ import pytest
 
 import verifiers
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.tiny.tasks import make_rows
+from reasoning_rl.config.sections import Config
+from reasoning_rl.task.embedded.arithmetic import make_rows
 from reasoning_rl.types import Group, Sample, Status
 
 CODE = ["tasks.kind=code", "tasks.families=[]", "tasks.num_train=600", "tasks.num_test=60"]
@@ -29,7 +29,7 @@ def test_code_tasks_split_and_gold_solutions_pass():
 
 @pytest.mark.timeout(300)
 def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
-    from reasoning_rl.task import Task
+    from reasoning_rl.task.task import Task
 
     cfg = config.load(Config, overrides=CODE)
     task = Task.from_config(cfg.tasks)  # the trainer's rows: the program is the raw prompt + the body
@@ -52,7 +52,7 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
                                              group(stdio, stdio_hacks + [stdio["answer"]])], pool)
     finally:
         pool.close()
-    from reasoning_rl.pairs import build_pairs
+    from reasoning_rl.data.pairs import build_pairs
 
     pairs, _ = build_pairs(groups, "code")
     assert pairs and all(p.chosen in (row["answer"], stdio["answer"]) for p in pairs)  # only passing programs chosen
@@ -85,6 +85,6 @@ def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
     assert last > first + 0.05, (first, last)
     assert sum(h["sandbox/runs"] for h in history) > 0 and all(h["sandbox/leftover_processes"] == 0 for h in history)
     assert all(h["verify/masked"] == 0 for h in history)
-    from reasoning_rl.metric_docs import undocumented
+    from reasoning_rl.trainers.metric_docs import undocumented
 
     assert undocumented(k for h in history for k in h) == []  # the sandbox metrics are in docs/metrics.md

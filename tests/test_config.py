@@ -4,8 +4,8 @@ import subprocess
 import pytest
 
 from reasoning_rl import config
-from reasoning_rl.config import ConfigError
-from reasoning_rl.configs import Config
+from reasoning_rl.config.knobs import ConfigError
+from reasoning_rl.config.sections import Config
 
 from .conftest import PY, run_env
 
@@ -50,7 +50,7 @@ def test_rl_sections_share_one_base_with_their_own_defaults():
     and PPO's recommended values differ where the critic makes groups unnecessary."""
     import dataclasses
 
-    from reasoning_rl.configs import GRPOConfig, PPOConfig, RLConfig
+    from reasoning_rl.config.sections import GRPOConfig, PPOConfig, RLConfig
 
     cfg = config.load(Config)
     shared = {f.name: f for f in dataclasses.fields(RLConfig)}

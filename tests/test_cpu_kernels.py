@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.models import build_tiny
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.load import build_tiny
 from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, cpu_kernels, logprob_mismatch
 
 from .helpers.hf_model import build_hf_model

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reasoning_rl.environments import ENVIRONMENTS, Environment, PythonTool, Step
-from reasoning_rl.episodes import EpisodeLimits, run_episodes
+from reasoning_rl.rollout.environments import ENVIRONMENTS, Environment, PythonTool, Step
+from reasoning_rl.rollout.episodes import EpisodeLimits, run_episodes
 from tests.helpers.turns import EveryTurnIsACall
 
 pytestmark = pytest.mark.timeout(300)
@@ -153,8 +153,8 @@ def test_the_registry_and_a_users_environment():
 @pytest.fixture(scope="module")
 def tiny():
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
     model.generation_config.eos_token_id = None
@@ -186,7 +186,7 @@ def _record_sampling(monkeypatch) -> list:
 def _recomputed(model, tok, eps):
     """The episodes as the trainer batches them, asserting that its recomputed log-prob of every model token is the
     one the engine returned (1e-4); returns the batch."""
-    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+    from reasoning_rl.models.logprobs import pad_rollouts, token_logprobs
 
     b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
                      loss_masks=[e.mask for e in eps])
@@ -289,8 +289,8 @@ def test_truncation_ends_the_episode_and_is_its_finish_reason(tiny):
 
 
 def test_the_loss_gradient_on_every_observation_token_is_exactly_zero():
-    from reasoning_rl.logprobs import pad_rollouts
-    from reasoning_rl.losses import ppo_clip
+    from reasoning_rl.models.logprobs import pad_rollouts
+    from reasoning_rl.algos.losses import ppo_clip
 
     mask = [1, 1, 0, 0, 0, 1, 1, 0, 1]
     b = pad_rollouts([[5, 6], [7]], [list(range(10, 19)), [3, 4]], [[-1.0] * 9, [-1.0] * 2], 0,
@@ -352,8 +352,8 @@ def test_grpo_trains_on_episodes_sampled_by_an_openai_server(tmp_path, staleness
     model: the trainer's weights are pushed to it, and the server's log-probs agree with the weights that sampled.
     With max_staleness 1 the episodes of round t+1 are made while update t runs (the async pipeline)."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import HFEngine
     from reasoning_rl.trainers.grpo import train_grpo
     from tests.helpers.openai_server import Server
@@ -395,7 +395,7 @@ def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
     import json
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     ENVIRONMENTS.add("every-turn-test", EveryTurnIsACall, "tests")
@@ -413,8 +413,8 @@ def test_grpo_trains_on_multi_turn_episodes_and_archives_every_turn(tmp_path):
     assert all(ln["model_tokens"] < ln["n_tokens"] for ln in lines)
     # reverify re-scores the model's words of every episode; the archive gives each episode back whole (its ids and
     # loss mask), which is what a pair of episodes trains on
-    from reasoning_rl.archive import read_archive
-    from reasoning_rl.reverify import reverify
+    from reasoning_rl.data.archive import read_archive
+    from reasoning_rl.cli.reverify import reverify
 
     rep = reverify(str(tmp_path), "math", log=lambda *_: None)
     assert sum(rep.flips.values()) == 0 and rep.summary()["samples"] == len(lines)
@@ -427,7 +427,7 @@ def test_ppo_trains_on_multi_turn_episodes_with_gae_on_model_tokens_only(tmp_pat
     """PPO on episodes: the critic reads the whole sequence, but rewards, advantages, returns and both losses live
     on the model's tokens; every observation token has advantage and return exactly 0."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers import ppo
 
     batches = []
@@ -464,7 +464,7 @@ def test_a_failing_environment_masks_its_samples_in_training(tmp_path):
     import json
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo import train_grpo
 
     class Failing(EveryTurnIsACall):
@@ -487,8 +487,8 @@ def test_a_failing_environment_masks_its_samples_in_training(tmp_path):
 
 def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.config import ConfigError
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.config.knobs import ConfigError
     from reasoning_rl.trainers.grpo import train_grpo
 
     with pytest.raises(ConfigError, match="grpo.environment: unknown environment 'nope'; valid: .*python"):
@@ -536,9 +536,9 @@ def test_tool_traces_are_what_the_calculator_answers():
     """The warm start's traces (sft.tool_fraction) read as an episode would: the call, the calculator's own answer,
     then the answer; and the knob at 0 leaves the SFT cache key of older checkpoints unchanged."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.sft import sft_cache_dir
-    from reasoning_rl.tiny.tasks import tool_solution
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.sft import sft_cache_dir
+    from reasoning_rl.task.embedded.arithmetic import tool_solution
 
     trace = tool_solution({"prompt": "37*48=", "answer": "1776"})
     call = trace[: ENVIRONMENTS.get("calculator")().call_end(trace)]
@@ -563,7 +563,7 @@ FORGETFUL = ("{% for m in messages %}{% if m['role'] == 'assistant' and not loop
 def smollm2():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reasoning_rl.model_sources import resolve
+    from reasoning_rl.models.sources import resolve
 
     path = resolve("smollm2-135m-instruct", log=lambda *_: None)
     return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
@@ -576,9 +576,9 @@ def test_the_prompt_shows_the_environments_tools_in_the_chat_format(tiny):
     import copy
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.environments import prompt_tools
-    from reasoning_rl.task import Task
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.rollout.environments import prompt_tools
+    from reasoning_rl.task.task import Task
 
     _, tok = tiny
     tok = copy.deepcopy(tok)
@@ -619,7 +619,7 @@ class Scripted:
 def smollm2_tok():
     from transformers import AutoTokenizer
 
-    from reasoning_rl.model_sources import resolve
+    from reasoning_rl.models.sources import resolve
 
     return AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct", log=lambda *_: None))
 
@@ -652,7 +652,7 @@ def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_render
     template's rendering of that conversation (a call the template would write differently is reported)."""
     import copy
 
-    from reasoning_rl.environments import PythonTool
+    from reasoning_rl.rollout.environments import PythonTool
     from reasoning_rl.rollout import SamplingConfig
 
     tok = copy.deepcopy(smollm2_tok)
@@ -726,7 +726,7 @@ def test_chat_format_episodes_are_the_templates_conversation_token_for_token(smo
 def test_a_template_that_rewrites_earlier_turns_is_reported_not_hidden(smollm2):
     import copy
 
-    from reasoning_rl.episodes import episode_metrics
+    from reasoning_rl.rollout.episodes import episode_metrics
     from reasoning_rl.rollout import SamplingConfig
 
     model, tok = smollm2
@@ -755,7 +755,7 @@ def test_void_turns_are_counted_and_filtered_from_the_loss_only_when_asked(tiny)
     """(last turn, outcome status, void?) for episodes; a single-turn sample is never void. With void_turns filter a
     void episode leaves the batch, and the others keep the advantages they had with it in the group."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo_batch import is_void, make_batch
     from reasoning_rl.types import Group, Sample, Verdict
 

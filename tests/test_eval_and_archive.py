@@ -6,8 +6,8 @@ from math import comb
 
 import pytest
 
-from reasoning_rl.archive import read_archive, write_groups
-from reasoning_rl.evaluate import evaluate_sampled, majority_correct, pass_at_k, scored_outcome
+from reasoning_rl.data.archive import read_archive, write_groups
+from reasoning_rl.eval.metrics import evaluate_sampled, majority_correct, pass_at_k, scored_outcome
 from reasoning_rl.types import Group, Sample, Status, Verdict
 
 from .conftest import PY, run_env
@@ -70,11 +70,11 @@ def test_greedy_evaluation_generates_each_prompt_once(monkeypatch):
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.eval_run import run_eval
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.eval.sampled import run_eval
+    from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import HFEngine, SamplingConfig
-    from reasoning_rl.task import Task
+    from reasoning_rl.task.task import Task
 
     torch.manual_seed(0)
     cfg = config.load(Config, None, ["model.tiny.num_layers=1"])
@@ -167,7 +167,7 @@ def test_eval_with_an_environment_runs_episodes_and_reports_their_tool_figures(t
     that environment; the archive keeps its turns, the summary its environment and tools/* figures, and the verdict
     reads the model's words only."""
     from reasoning_rl.cli import main
-    from reasoning_rl.environments import ENVIRONMENTS
+    from reasoning_rl.rollout.environments import ENVIRONMENTS
 
     from .test_episodes import EveryTurnIsACall
 

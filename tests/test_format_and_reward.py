@@ -125,8 +125,8 @@ def test_trl_grpo_trainer_trains_a_step_with_our_reward(tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     model.save_pretrained(tmp_path / "m")

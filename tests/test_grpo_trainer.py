@@ -4,8 +4,8 @@ import json
 import pytest
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.metric_docs import undocumented
+from reasoning_rl.config.sections import Config
+from reasoning_rl.trainers.metric_docs import undocumented
 from reasoning_rl.trainers.grpo import train_grpo
 
 

@@ -120,7 +120,7 @@ def test_the_first_signal_stops_after_the_round_and_resume_continues_the_traject
 # the step the run stops after); each of these functions is called once a round in this run
 PHASES = [
     ("sampling", "reasoning_rl.trainers.loop._make_round", 3, [], 3),
-    ("verification", "reasoning_rl.task.Task.verify_samples", 3, [], 3),
+    ("verification", "reasoning_rl.task.task.Task.verify_samples", 3, [], 3),
     ("the update", "reasoning_rl.trainers.loop._train_epochs", 3, [], 3),
     # a save of every round; the signal during round 3's lands after that round decided not to stop: the run
     # stops after round 4, with its checkpoint
@@ -171,7 +171,7 @@ def test_a_second_signal_stops_at_once_and_leaves_only_whole_checkpoints(tmp_pat
 
 
 def test_ctrl_c_in_any_other_command_is_one_line_and_130(monkeypatch, capsys):
-    from reasoning_rl import cli
+    from reasoning_rl.cli import commands as cli
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -213,7 +213,7 @@ RESUME_CHANGES = [
 @pytest.mark.parametrize("change, expected", RESUME_CHANGES)
 def test_resume_says_which_changes_keep_the_trajectory(change, expected):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.checkpoint import resume_changes
 
     saved = config.to_dict(Config())
@@ -293,7 +293,8 @@ def test_ctrl_c_while_eval_curate_pairs_or_reverify_write_leaves_what_was_there(
     an earlier run there byte for byte; nothing for a first run) and no temporary folder, exit 130 and one line."""
     from datasets import Dataset
 
-    from reasoning_rl import archive, reverify
+    from reasoning_rl.data import archive
+    from reasoning_rl.cli import reverify
     from reasoning_rl.cli import main
 
     model = ["--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set",

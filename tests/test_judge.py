@@ -145,8 +145,8 @@ def test_parsers(text, mode, expected):
 
 def test_local_transformers_backend_runs_and_masks_what_it_cannot_parse(tmp_path):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     model.generation_config.suppress_tokens = [tok.eos_token_id]

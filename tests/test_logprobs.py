@@ -3,10 +3,10 @@ import pytest
 import torch
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.logprobs import length_buckets, pad_completions, pad_prompts, sequence_logprob, token_logprobs
-from reasoning_rl.losses import entropy_from_logits
-from reasoning_rl.models import build_tiny
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.logprobs import length_buckets, pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from reasoning_rl.algos.losses import entropy_from_logits
+from reasoning_rl.models.load import build_tiny
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
     share) gives the same gradient and metrics as one padded batch, for each token aggregation, also with each
     group's prompt run once (share_prompts); `grpo.bf16` autocasts it to a gradient within 10% of float32's."""
-    from reasoning_rl.logprobs import TokenBatch
+    from reasoning_rl.models.logprobs import TokenBatch
     from reasoning_rl.trainers.distributed import Ranks
     from reasoning_rl.trainers.grpo_batch import GRPOBatch
     from reasoning_rl.trainers.grpo_batch import update_minibatch as _update
@@ -136,7 +136,7 @@ def test_a_prompt_run_once_for_its_rows_gives_the_same_logprobs_entropy_and_grad
     the plain pass's (float noise), on the full model and through LoRA adapters."""
     import copy
 
-    from reasoning_rl.logprobs import prompt_runs
+    from reasoning_rl.models.logprobs import prompt_runs
 
     model, tok = tiny
     model = copy.deepcopy(model).train()

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.lora import AdapterDisabled, maybe_lora, reference_of
-from reasoning_rl.models import load_policy
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.lora import AdapterDisabled, maybe_lora, reference_of
+from reasoning_rl.models.load import load_policy
 
 # a tiny model built in code, an untrained start: a length reward (DAPO's soft penalty on characters) varies from
 # sample to sample, so every group carries a signal

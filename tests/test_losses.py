@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from reasoning_rl.losses import (AGGREGATIONS, KL_ESTIMATORS, bradley_terry, dpo_sigmoid, entropy_bonus,
-                                 entropy_from_logits, ipo, kl_in_reward, kl_k1, kl_k3, policy_gradient, ppo_clip,
-                                 value_loss)
+from reasoning_rl.algos.losses import (AGGREGATIONS, KL_ESTIMATORS, bradley_terry, dpo_sigmoid, entropy_bonus,
+                                       entropy_from_logits, ipo, kl_in_reward, kl_k1, kl_k3, policy_gradient, ppo_clip,
+                                       value_loss)
 
 
 
@@ -249,7 +249,7 @@ def test_kl_k1_sign():
 @settings(max_examples=40, deadline=None)
 @given(B=st.integers(1, 4), T=st.integers(1, 6), V=st.integers(2, 7), seed=st.integers(0, 10**6))
 def test_masked_nll_is_cross_entropy_over_the_masked_positions_alone(B, T, V, seed):
-    from reasoning_rl.losses import masked_nll
+    from reasoning_rl.algos.losses import masked_nll
 
     g = torch.Generator().manual_seed(seed)
     logits, target = torch.randn(B, T, V, generator=g), torch.randint(0, V, (B, T), generator=g)
@@ -260,7 +260,7 @@ def test_masked_nll_is_cross_entropy_over_the_masked_positions_alone(B, T, V, se
 
 
 def test_rpo_nll_weighs_tokens_not_sequences():
-    from reasoning_rl.losses import rpo_nll
+    from reasoning_rl.algos.losses import rpo_nll
 
     logp, n = torch.tensor([-2.0, -20.0]), torch.tensor([2.0, 20.0])  # 1 nat per token in both
     assert rpo_nll(logp, n).item() == pytest.approx(22.0 / 22.0)
@@ -271,7 +271,7 @@ def test_rpo_nll_weighs_tokens_not_sequences():
 @given(coef=st.floats(1e-3, 10), kl=st.floats(0, 10), target=st.floats(1e-3, 1), horizon=st.integers(1, 10**4),
        n=st.integers(1, 64))
 def test_adaptive_kl_step_is_bounded_and_moves_toward_the_target(coef, kl, target, horizon, n):
-    from reasoning_rl.losses import adaptive_kl_coef
+    from reasoning_rl.algos.losses import adaptive_kl_coef
 
     new = adaptive_kl_coef(coef, kl, target, horizon, n)
     assert abs(new / coef - 1) <= 0.2 * n / horizon + 1e-12

@@ -6,9 +6,9 @@ The real model's conversion and training are in test_real_model.py (slow).
 import numpy as np
 import pytest
 
-from reasoning_rl import model_sources
+from reasoning_rl.models import sources as model_sources
 from reasoning_rl.errors import UserError
-from reasoning_rl.models import check_model_source
+from reasoning_rl.models.load import check_model_source
 
 
 def _write_gguf(path, arch: str, shape=(4, 4)) -> str:

@@ -6,8 +6,8 @@ import pytest
 
 import verifiers
 from reasoning_rl import config
-from reasoning_rl.configs import Config, MonitorConfig
-from reasoning_rl.task import Task
+from reasoning_rl.config.sections import Config, MonitorConfig
+from reasoning_rl.task.task import Task
 from reasoning_rl.trainers.monitors import Monitors, binomial_tail, mean_shift_p, pass_category
 from reasoning_rl.types import Group, Sample
 
@@ -200,7 +200,7 @@ RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2", 
 
 @pytest.mark.timeout(600)
 def test_reverify_flips_nothing_with_the_same_verifiers_and_finds_a_lenient_runs_passes(tmp_path):
-    from reasoning_rl.reverify import reverify
+    from reasoning_rl.cli.reverify import reverify
     from reasoning_rl.trainers.grpo import train_grpo
 
     honest = tmp_path / "honest"

@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasoning_rl.advantages import grpo, pass_at_k, soft_overlong
-from reasoning_rl.losses import cispo, entropy_coef_update, kl_k3, kl_k3_clamped, policy_gradient, ppo_clip
-from reasoning_rl.rollout_correction import CORRECTIONS, correct, mismatch_kl
+from reasoning_rl.algos.advantages import grpo, pass_at_k, soft_overlong
+from reasoning_rl.algos.losses import cispo, entropy_coef_update, kl_k3, kl_k3_clamped, policy_gradient, ppo_clip
+from reasoning_rl.algos.correction import CORRECTIONS, correct, mismatch_kl
 
 MODES = [m for m in CORRECTIONS.names() if m != "none"]
 SEQ_MODES = {"seq_tis", "seq_mis", "geo_mask"}
@@ -208,7 +208,7 @@ class NoisyEngine:
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])
 def test_a_mismatched_engine_is_measured_and_weighed_back(tmp_path, monkeypatch, algo):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers import loop
     from reasoning_rl.trainers.grpo import train_grpo
     from reasoning_rl.trainers.ppo import train_ppo
@@ -235,7 +235,7 @@ def test_a_mismatched_engine_is_measured_and_weighed_back(tmp_path, monkeypatch,
 def test_the_demo_plot_shows_the_mismatch_when_a_run_has_it(tmp_path):
     from PIL import Image
 
-    from reasoning_rl.demo import plot
+    from reasoning_rl.cli.demo import plot
 
     h = [{"step": i, "reward/mean": 0.1 * i, "groups/pct_mixed": 0.5, "approx_kl": 0.01} for i in range(1, 5)]
     plot(h, str(tmp_path / "plain.png"), 0.5)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from reasoning_rl.pairs import PairConfig, build_pairs, to_dataset
+from reasoning_rl.data.pairs import PairConfig, build_pairs, to_dataset
 from reasoning_rl.types import Group, Sample, Status, Verdict
 
 C, I, U = Verdict.correct(), Verdict.incorrect(), Verdict.unparseable()
@@ -64,8 +64,8 @@ def test_dataset_loads_in_trl_dpo_trainer_and_trains_a_step(tmp_path):
     from trl import DPOConfig, DPOTrainer
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
 
     groups = [g(str(i), [(str(2 * i), C), (str(2 * i + 1), I)]) for i in range(8)]
     pairs, _ = build_pairs(groups, "math")
@@ -88,11 +88,11 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
     reach comparable margins, and held-out accuracy (prompts never sampled) rises over the SFT start.
     Measured with `reasoning-rl train dpo` (3,157 pairs from 1,000 prompts): 0.670 -> 0.755."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.curate import sample_verified
-    from reasoning_rl.models import load_policy
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.data.curate import sample_verified
+    from reasoning_rl.models.load import load_policy
     from reasoning_rl.rollout import SamplingConfig
-    from reasoning_rl.task import Task
+    from reasoning_rl.task.task import Task
     from reasoning_rl.trainers.dpo import train_dpo_ours, train_dpo_trl
 
     cfg = config.load(Config, overrides=["dpo.lr=5e-5", "dpo.batch_size=32"])
@@ -125,7 +125,7 @@ def test_train_dpo_from_python_trains_on_given_pairs_scores_and_saves(tmp_path):
     """The trainer a user calls from Python (the CLI's `train dpo` calls the same): given pairs, our backend, the
     held-out accuracy before and after, the model saved under dpo_ours; a row that is not a pair is one line."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.errors import UserError
     from reasoning_rl.trainers.dpo import train_dpo
 
@@ -139,7 +139,7 @@ def test_train_dpo_from_python_trains_on_given_pairs_scores_and_saves(tmp_path):
     assert 0.0 <= r.accuracy_before <= 1.0 and 0.0 <= r.accuracy_after <= 1.0
     assert (tmp_path / "dpo_ours" / "config.json").is_file()
     # the run's metrics (one line per optimiser step, held-out at both ends) make it a report like any other
-    from reasoning_rl.report import build_report
+    from reasoning_rl.cli.report import build_report
 
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in lines] == list(range(0, 7)) and lines[0]["eval/accuracy"] == r.accuracy_before
@@ -173,12 +173,12 @@ def test_pairs_of_episodes_carry_their_ids_and_dpo_scores_the_models_tokens_only
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.archive import read_archive, write_groups
-    from reasoning_rl.configs import Config
+    from reasoning_rl.data.archive import read_archive, write_groups
+    from reasoning_rl.config.sections import Config
     from reasoning_rl.errors import UserError
-    from reasoning_rl.logprobs import pad_completions, pad_prompts, token_logprobs
-    from reasoning_rl.models import build_tiny
-    from reasoning_rl.pairs import write_pairs
+    from reasoning_rl.models.logprobs import pad_completions, pad_prompts, token_logprobs
+    from reasoning_rl.models.load import build_tiny
+    from reasoning_rl.data.pairs import write_pairs
     from reasoning_rl.trainers.dpo import _seq_logps, check_pairs, train_dpo
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.prm import PRMTrainConfig, evaluate_prm, make_data, make_solution
+from reasoning_rl.config.sections import Config
+from reasoning_rl.trainers.tiny_prm import PRMTrainConfig, evaluate_prm, make_data, make_solution
 from reasoning_rl.types import Status
 from verifiers.prm import AGGREGATES, PRMConfig, PRMVerifier, split_steps
 
@@ -57,7 +57,7 @@ def test_split_steps_and_aggregates():
 @pytest.fixture(scope="module")
 def tiny_prm(tmp_path_factory):
     """A PRM trained for a few steps from scratch (mechanics only)."""
-    from reasoning_rl.prm import train_prm
+    from reasoning_rl.trainers.tiny_prm import train_prm
 
     out = tmp_path_factory.mktemp("prm")
     cfg = config.load(Config, overrides=[f"prm.output_dir={out}", "prm.steps=20", "prm.init_from_sft=false",
@@ -81,7 +81,7 @@ def test_prm_verifier_scores_each_step(tiny_prm):
 
 
 def test_plus_minus_mode_reads_a_causal_lm(tmp_path):
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.models.load import build_tiny
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     model.save_pretrained(tmp_path)
@@ -121,7 +121,7 @@ def test_process_advantage_without_a_prm_is_refused(tmp_path):
 def test_the_tiny_prm_finds_the_first_wrong_step(tmp_path, capsys):
     """`reasoning-rl train prm` with its defaults: >= 80% of held-out wrong solutions get their first wrong
     step right, and the min aggregate separates right from wrong solutions."""
-    from reasoning_rl.prm import train_prm
+    from reasoning_rl.trainers.tiny_prm import train_prm
 
     cfg = config.load(Config, overrides=[f"prm.output_dir={tmp_path}"])
     m = train_prm(cfg)

@@ -19,15 +19,15 @@ NAME = "smollm2-135m-instruct"
 @pytest.fixture(scope="module")
 def real():
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import load_policy
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import load_policy
 
     cfg = config.load(Config, None, [f"model.name_or_path={NAME}", "num_threads=2"])
     return load_policy(cfg)
 
 
 def test_the_named_model_is_a_converted_folder_without_quantization(real):
-    from reasoning_rl import model_sources
+    from reasoning_rl.models import sources as model_sources
 
     model, tok = real
     folder = model_sources.resolve(NAME)

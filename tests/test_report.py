@@ -16,9 +16,9 @@ import pytest
 
 import verifiers
 from reasoning_rl import config
-from reasoning_rl.configs import Config
+from reasoning_rl.config.sections import Config
 from reasoning_rl.errors import UserError
-from reasoning_rl.report import SAMPLE_COLUMNS, build_report, render, write_report
+from reasoning_rl.cli.report import SAMPLE_COLUMNS, build_report, render, write_report
 
 from .conftest import PY, ROOT, run_env
 
@@ -30,7 +30,7 @@ COL = {c: i for i, c in enumerate(SAMPLE_COLUMNS)}
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from reasoning_rl.reverify import reverify, write_report as write_reverify
+    from reasoning_rl.cli.reverify import reverify, write_report as write_reverify
     from reasoning_rl.trainers.grpo import train_grpo
 
     out = tmp_path_factory.mktemp("report") / "run"
@@ -59,7 +59,7 @@ def test_the_page_holds_the_runs_own_numbers_and_samples(run_dir):
 
 def test_the_highlight_is_the_answer_the_verifier_read():
     """On an archive line written here: the math verifier reads the boxed 12, not the 7 after it."""
-    from reasoning_rl.report import _highlight
+    from reasoning_rl.cli.report import _highlight
 
     text = "3+4=7, so \\boxed{12} and not 7"
     start, end = _highlight("math", text)
@@ -111,7 +111,7 @@ def test_the_curriculum_decisions_of_a_filtered_run_with_retirement(tmp_path):
     """Written here: three prompts' groups under the mixed filter and retirement after one all-pass group. Each
     group's decision is the filter's, the solved prompt is retired and never drawn, the rest share the draw."""
     from curricula import Ledger
-    from reasoning_rl.report import _curriculum
+    from reasoning_rl.cli.report import _curriculum
     from reasoning_rl.types import Group, Sample, Verdict
 
     outcomes = {"a": [True, False], "b": [False, False], "c": [True, True]}  # mixed, all fail, all pass
@@ -328,7 +328,7 @@ def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
     detail shows the model's text and the tool's output turn by turn."""
     from selenium.webdriver.common.by import By
 
-    from reasoning_rl.environments import ENVIRONMENTS
+    from reasoning_rl.rollout.environments import ENVIRONMENTS
     from reasoning_rl.trainers.grpo import train_grpo
 
     from .test_episodes import RUN as EPISODE_RUN, EveryTurnIsACall

@@ -149,7 +149,7 @@ def test_a_checkpoint_killed_mid_save_leaves_the_previous_or_the_new_one(tmp_pat
 def test_recovery_after_a_save_killed_between_its_steps(tmp_path, left):
     """Each state a kill can leave inside `checkpoint.save` (between its file operations, too short a window for the
     random kills above to find): recovery gives a whole checkpoint, the previous one or the new one."""
-    from reasoning_rl.run_dir import recover_checkpoint
+    from reasoning_rl.data.run_dir import recover_checkpoint
 
     def ckpt(name, step):
         (tmp_path / name).mkdir()

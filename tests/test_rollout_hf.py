@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.models import build_tiny
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.load import build_tiny
 from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, logprob_mismatch
 
 from .conftest import PY, run_env

@@ -3,8 +3,8 @@
 import pytest
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.models import build_tiny
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.load import build_tiny
 from reasoning_rl.rollout import HFEngine, SamplingConfig, logprob_mismatch
 from reasoning_rl.rollout.openai import OpenAIEngine, RolloutError
 from tests.helpers.openai_server import Server

@@ -74,10 +74,10 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.environments import ENVIRONMENTS
-    from reasoning_rl.evaluate import greedy_complete
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.rollout.environments import ENVIRONMENTS
+    from reasoning_rl.eval.metrics import greedy_complete
+    from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import SamplingConfig, logprob_mismatch
     from reasoning_rl.rollout.openai import OpenAIEngine
     from reasoning_rl.rollout.vllm_server import local_vllm_server

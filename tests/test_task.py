@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from reasoning_rl.config import from_dict
-from reasoning_rl.configs import GRPOConfig, TaskConfig
+from reasoning_rl.config.knobs import from_dict
+from reasoning_rl.config.sections import GRPOConfig, TaskConfig
 from reasoning_rl.errors import UserError
-from reasoning_rl.task import Task, gsm8k_answer, last_boxed
-from reasoning_rl.task_check import probe_references
-from reasoning_rl.task_sources import load_split_rows
+from reasoning_rl.task.task import Task, gsm8k_answer, last_boxed
+from reasoning_rl.task.check import probe_references
+from reasoning_rl.task.sources import load_split_rows
 
 from .helpers.hf_model import build_hf_model, gsm8k_rows, write_jsonl
 
@@ -209,7 +209,7 @@ def test_reward_terms_name_any_verifier_and_their_own_reference_column(tmp_path)
 
 
 def test_the_embedded_tasks_keep_their_rows_and_default_reward():
-    from reasoning_rl.tiny.tasks import make_rows
+    from reasoning_rl.task.embedded.arithmetic import make_rows
 
     cfg = TaskConfig()
     task = Task.from_config(cfg)
@@ -251,7 +251,7 @@ def test_a_held_out_split_can_be_a_file_of_its_own(tmp_path):
 
 
 def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
-    import reasoning_rl.evaluate as ev
+    import reasoning_rl.eval.metrics as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
@@ -266,7 +266,7 @@ def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
 
 def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
     """accuracy = parseable x accuracy among parseable: an empty box is a format failure, a wrong box is not."""
-    import reasoning_rl.evaluate as ev
+    import reasoning_rl.eval.metrics as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
@@ -287,7 +287,7 @@ def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
 def test_heldout_fails_completions_cut_at_max_tokens_unless_told_to_score_them(monkeypatch):
     """eval.truncated: two of six completions were cut mid-sentence after a number the verifier reads as the answer;
     by default they fail (and are counted in `truncated`), with "score" they pass like the others."""
-    import reasoning_rl.evaluate as ev
+    import reasoning_rl.eval.metrics as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
@@ -303,9 +303,9 @@ def test_greedy_decode_says_which_completions_were_cut():
     """The real decode loop on a random tiny model: with the first greedy token of a prompt as the stop token, that
     completion ends at once (not cut); with a stop token the model never writes, every completion is cut."""
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.evaluate import greedy_decode
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.eval.metrics import greedy_decode
+    from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import decode
 
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
@@ -327,7 +327,7 @@ def test_greedy_decode_says_which_completions_were_cut():
 @pytest.mark.parametrize("name", ["gsm8k", "gsm8k-2core", "humaneval", "plugin_reward"])
 def test_the_example_configs_are_valid(name):
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
+    from reasoning_rl.config.sections import Config
 
     from .conftest import ROOT
 

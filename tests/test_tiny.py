@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.models import build_tiny
-from reasoning_rl.sft import encode_pairs, sft_completion, sft_loss, train_sft
-from reasoning_rl.tiny.tasks import TaskConfig, make_dataset, make_rows, worked_solution
-from reasoning_rl.tiny.tokenizer import build_char_tokenizer
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.load import build_tiny
+from reasoning_rl.models.sft import encode_pairs, sft_completion, sft_loss, train_sft
+from reasoning_rl.task.embedded.arithmetic import TaskConfig, make_dataset, make_rows, worked_solution
+from reasoning_rl.models.tiny.tokenizer import build_char_tokenizer
 
 from .conftest import PY, run_env
 
@@ -149,8 +149,8 @@ def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
 
 @pytest.mark.slow
 def test_default_sft_reaches_moderate_heldout_accuracy():
-    from reasoning_rl.models import load_policy
-    from reasoning_rl.task import Task
+    from reasoning_rl.models.load import load_policy
+    from reasoning_rl.task.task import Task
 
     cfg = Config()
     model, tok = load_policy(cfg)

@@ -1,7 +1,7 @@
 """Our losses against TRL's own code on the same tiny model and the same batch.
 
 These drive TRL's real `GRPOTrainer._compute_loss` and `DPOTrainer.compute_loss` (not a copy),
-and compute ours with `reasoning_rl.logprobs` + `reasoning_rl.losses`. Agreement to 1e-5.
+and compute ours with `reasoning_rl.models.logprobs` + `reasoning_rl.algos.losses`. Agreement to 1e-5.
 """
 import copy
 
@@ -10,10 +10,10 @@ import torch
 from datasets import Dataset
 
 from reasoning_rl import config
-from reasoning_rl.configs import Config
-from reasoning_rl.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
-from reasoning_rl.losses import GRPO_LOSS_AGGREGATION, dpo_sigmoid, ppo_clip
-from reasoning_rl.models import build_tiny
+from reasoning_rl.config.sections import Config
+from reasoning_rl.models.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from reasoning_rl.algos.losses import GRPO_LOSS_AGGREGATION, dpo_sigmoid, ppo_clip
+from reasoning_rl.models.load import build_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 
@@ -167,7 +167,7 @@ def test_gspo_equals_trl_sequence_level_importance_sampling(tiny, tmp_path, beta
 
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 def test_cispo_equals_trl(tiny, tmp_path, beta):
-    from reasoning_rl.losses import cispo
+    from reasoning_rl.algos.losses import cispo
 
     trainer = _trl_grpo(tiny, tmp_path, loss_type="cispo", beta=beta, epsilon_high=1.2)
     inputs, _ = _inputs(trainer, tiny[1])
@@ -184,7 +184,7 @@ def test_the_rollout_corrected_loss_equals_trls(tiny, tmp_path, mode, trl_mode):
     """Our weights from (pi_old, pi_engine), multiplied into the clipped loss, against TRL's loss with the same
     correction: its ratio is also against the trainer's pi_old, and its IS ratio multiplies the per-token loss.
     TRL computes the ratio inside its generation step, so it is given ours, computed by its own formula here."""
-    from reasoning_rl.rollout_correction import CORRECTIONS
+    from reasoning_rl.algos.correction import CORRECTIONS
 
     trainer = _trl_grpo(tiny, tmp_path, loss_type="dapo", beta=0.04, epsilon=0.2, epsilon_high=0.28,
                         vllm_importance_sampling_mode=trl_mode, vllm_importance_sampling_clip_max=1.3,

@@ -14,7 +14,7 @@ aggregate reaches `threshold`. `verify_batch` scores a whole batch in one padded
 (CPU or GPU). Step scores travel in `Verdict.metrics` as `step_0`, `step_1`, ... and `steps`, which
 the GRPO trainer turns into process-supervision advantages (docs/algorithms.md §process).
 
-Not here: training (see `reasoning_rl/prm.py` and `reasoning-rl train prm`).
+Not here: training (see `reasoning_rl/trainers/tiny_prm.py` and `reasoning-rl train prm`).
 """
 from __future__ import annotations
 

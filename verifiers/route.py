@@ -5,7 +5,7 @@ verifier unchanged (its own options first, then the call's), and its verdict com
 detail prefixed with the name. One reward, one outcome and one curriculum can then serve math and code
 rows together. The time budget is the named verifier's for that reference.
 
-Not here: deciding which verifier a row needs (reasoning_rl/task.py maps a column's values to names).
+Not here: deciding which verifier a row needs (reasoning_rl/task/task.py maps a column's values to names).
 A malformed routing reference is ABSTAIN (the dataset's fault), never a score.
 """
 from __future__ import annotations

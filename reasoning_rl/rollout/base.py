@@ -14,9 +14,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from ..config import knob
-from ..configs import GenerationConfig
-from ..logprobs import pad_completions, pad_prompts, token_logprobs
+from ..config.knobs import knob
+from ..config.sections import GenerationConfig
+from ..models.logprobs import pad_completions, pad_prompts, token_logprobs
 from ..types import Group
 
 

@@ -8,7 +8,7 @@ A completion ends at EOS (kept as its last token, finish "stop"), at a stop stri
 
 Sampling runs in `decode.sample`, which drops each row from the batch and the KV cache as it
 finishes; `generate` is used only when stop strings are asked for. `continue_ids` samples one
-segment after each of several token sequences (a multi-turn episode's next turn, episodes.py).
+segment after each of several token sequences (a multi-turn episode's next turn, rollout/episodes.py).
 
 A group's prompt is run through the model once and its KV cache copied for each sample; an episode's cache is
 kept from one turn to the next (`continue_ids` with keys), so a turn runs only the observation through the model.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..logprobs import pad_prompts
+from ..models.logprobs import pad_prompts
 from ..types import Group, Sample
 from . import cpu_kernels, decode
 from .base import PromptRow, SamplingConfig, as_rows, common_prefix, render_prompt, stop_ids

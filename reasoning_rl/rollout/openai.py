@@ -17,7 +17,7 @@ parallel included), then POST /reset_prefix_cache. Without `weights_dir`, `updat
 raises instead of letting a trainer sample from a stale policy unawares.
 
 `continue_ids(seqs, max_new, stops, sampling, seeds)` sends token ids as the prompt (a list of ints, which
-vLLM's completions endpoint takes) with `stop_token_ids`, for multi-turn episodes (episodes.py): the server
+vLLM's completions endpoint takes) with `stop_token_ids`, for multi-turn episodes (rollout/episodes.py): the server
 continues the exact sequence, nothing is decoded and encoded again. A server that answers without token ids
 is refused in one line.
 

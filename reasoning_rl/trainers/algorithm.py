@@ -17,7 +17,7 @@ import torch
 
 import verifiers
 
-from ..configs import GenerationConfig, RLConfig
+from ..config.sections import GenerationConfig, RLConfig
 from .distributed import Ranks
 
 

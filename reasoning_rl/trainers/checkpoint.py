@@ -19,8 +19,8 @@ import os
 import shutil
 import sqlite3
 
-from .. import lora
-from ..run_dir import recover_checkpoint
+from ..models import lora
+from ..data.run_dir import recover_checkpoint
 
 NAME = "checkpoint"
 

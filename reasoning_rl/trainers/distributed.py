@@ -26,11 +26,11 @@ from typing import Sequence
 import torch
 
 from .. import config
-from ..advantages import grpo
-from ..configs import Config
-from ..logprobs import pad_rollouts, token_logprobs
-from ..losses import ppo_clip
-from ..tiny.model import build_tiny
+from ..algos.advantages import grpo
+from ..config.sections import Config
+from ..models.logprobs import pad_rollouts, token_logprobs
+from ..algos.losses import ppo_clip
+from ..models.tiny.model import build_tiny
 
 
 class Ranks:

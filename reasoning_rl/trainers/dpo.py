@@ -9,7 +9,7 @@ Ours: a frozen reference copy of the starting policy, response-only sequence log
 (`logprobs.token_logprobs`, completion = chosen/rejected text + EOS, as TRL tokenises it),
 `losses.dpo_sigmoid` (+ `rpo_alpha` x the chosen responses' NLL averaged over all their tokens
 in the batch: RPO, TRL's loss_type ["sigmoid", "sft"], same normalisation), AdamW. A pair of multi-turn
-episodes (`chosen_ids`/`chosen_mask`, pairs.py) is scored on its ids as sampled, summed over the model's tokens
+episodes (`chosen_ids`/`chosen_mask`, data/pairs.py) is scored on its ids as sampled, summed over the model's tokens
 only (the tool's outputs are context); TRL's backend refuses such pairs. Both backends report reward margins and accuracy (share of
 pairs with a positive margin) on the training pairs after training.
 
@@ -25,11 +25,11 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..configs import Config
+from ..config.sections import Config
 from ..errors import UserError
-from ..logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
-from ..lora import is_lora, reference_of
-from ..losses import dpo_sigmoid, rpo_nll
+from ..models.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
+from ..models.lora import is_lora, reference_of
+from ..algos.losses import dpo_sigmoid, rpo_nll
 from .distributed import Ranks
 
 
@@ -44,7 +44,7 @@ def _side(tok, r: dict, side: str) -> tuple[list[int], list[int]]:
 
 def _encode(tok, rows: Sequence[dict]):
     """(p_ids, p_mask, c_ids, c_mask, l_mask): the chosen responses, then the rejected; l_mask the tokens scored."""
-    from ..logprobs import pad_values
+    from ..models.logprobs import pad_values
 
     prompts = [tok(r["prompt"])["input_ids"] for r in rows]
     sides = [_side(tok, r, "chosen") for r in rows] + [_side(tok, r, "rejected") for r in rows]
@@ -180,8 +180,8 @@ def _sampled_pairs(cfg: Config, model, tok, task, ranks: Ranks, log) -> list[dic
     """Pairs from the policy's own verified samples: each rank samples its share of the first dpo.sample_prompts
     training prompts; every rank then trains on all of them, in the same order."""
 
-    from ..curate import sample_pairs
-    from ..pairs import PairConfig
+    from ..data.curate import sample_pairs
+    from ..data.pairs import PairConfig
 
     mine = task.train[: cfg.dpo.sample_prompts][ranks.rank::ranks.world]
     pairs, summary = sample_pairs(cfg, model, tok, task, mine, cfg.dpo.group_size, PairConfig(), log=log)
@@ -197,7 +197,7 @@ def _sampled_pairs(cfg: Config, model, tok, task, ranks: Ranks, log) -> list[dic
 def _write_run_files(cfg: Config, lines: list[dict]) -> None:
     """metrics.jsonl (one line per optimiser step of our loop, the held-out scores at step 0 and at the end) and
     run_config.json, so that `reasoning-rl report` shows a DPO run like any other."""
-    from ..config import to_dict
+    from ..config.knobs import to_dict
 
     os.makedirs(cfg.output_dir, exist_ok=True)
     merged: dict[int, dict] = {}
@@ -217,10 +217,10 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     held-out rows before and after, and saved to output_dir/dpo_<backend> (rank 0)."""
     import torch
 
-    from ..device import resolve_threads
-    from ..lora import maybe_lora, save_final
-    from ..models import load_policy, load_tokenizer
-    from ..task import Task
+    from ..models.device import resolve_threads
+    from ..models.lora import maybe_lora, save_final
+    from ..models.load import load_policy, load_tokenizer
+    from ..task.task import Task
 
     rows = check_pairs(pairs) if pairs is not None else None
     backend = backend or cfg.dpo.backend

@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from ..configs import Config
-from ..losses import entropy_coef_update
+from ..config.sections import Config
+from ..algos.losses import entropy_coef_update
 from ..types import Group
 from . import loop
 from .algorithm import Learner, Net

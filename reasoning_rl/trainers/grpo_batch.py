@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..advantages import ADVANTAGES, SHAPING
-from ..configs import GenerationConfig, GRPOConfig
-from ..logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_logprobs,
-                        trim_padding)
-from ..losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
-from ..models import autocast
+from ..algos.advantages import ADVANTAGES, SHAPING
+from ..config.sections import GenerationConfig, GRPOConfig
+from ..models.logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_logprobs,
+                               trim_padding)
+from ..algos.losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
+from ..models.load import autocast
 from ..types import Group, Status
 
 

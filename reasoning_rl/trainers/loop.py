@@ -32,9 +32,9 @@ One synchronous GRPO step, file by file (tests/test_layout.py checks that every 
   curricula/refill.py      fill_batch                       draw prompts, keep mixed groups, refill
   curricula/samplers.py    UniformSampler.sample            prompts by the ledger's pass rates
   rollout/hf.py            HFEngine.generate                group_size completions per prompt, with log-probs
-  task.py                  Task.verify_samples              the reward's verifiers, through the pool
+  task/task.py             Task.verify_samples              the reward's verifiers, through the pool
   curricula/ledger.py      Ledger.update                    per-prompt pass rates (rank 0)
-  archive.py               write_groups                     every verified sample, with its provenance
+  data/archive.py          write_groups                     every verified sample, with its provenance
   trainers/grpo.py         GRPO.make_batch                  kept groups -> tokens and advantages
   trainers/grpo_batch.py   make_batch                       group-normalised advantages, masked samples left out
   trainers/loop.py         _update -> _train_epochs         shuffled minibatches, clipping, optimiser steps
@@ -42,7 +42,7 @@ One synchronous GRPO step, file by file (tests/test_layout.py checks that every 
   trainers/metrics.py      MetricsWriter.write              metrics.jsonl and TensorBoard
   trainers/log_lines.py    log_line                         one line a round (and why it trained nothing)
 
-Not here: the maths (losses.py, advantages.py), resuming a multi-process run.
+Not here: the maths (algos/), resuming a multi-process run.
 """
 from __future__ import annotations
 
@@ -59,20 +59,20 @@ import torch
 import verifiers
 from curricula import Ledger, make_sampler
 
-from ..archive import provenance, write_groups
-from ..config import to_dict
-from ..configs import Config, RLConfig
+from ..data.archive import provenance, write_groups
+from ..config.knobs import to_dict
+from ..config.sections import Config, RLConfig
 from ..errors import UserError
-from ..device import resolve_threads
-from ..environments import prompt_tools
-from ..interrupts import Interrupted, stop_requests
-from ..lora import maybe_lora, reference_of
-from ..models import load_policy, load_tokenizer
+from ..models.device import resolve_threads
+from ..rollout.environments import prompt_tools
+from .interrupts import Interrupted, stop_requests
+from ..models.lora import maybe_lora, reference_of
+from ..models.load import load_policy, load_tokenizer
 from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
-from ..run_dir import new_run_dir
-from ..sft import seed_everything
-from ..task import Task
-from ..task_check import require_parseable
+from ..data.run_dir import new_run_dir
+from ..models.sft import seed_everything
+from ..task.task import Task
+from ..task.check import require_parseable
 from . import checkpoint
 from .distributed import NullWriter, Ranks
 from .log_lines import log_line, warn_if_idle
@@ -130,7 +130,7 @@ class Run:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
         if self.rl.environment:  # multi-turn: greedy episodes with the run's environment
-            from ..episodes import held_out_with
+            from ..rollout.episodes import held_out_with
 
             got = held_out_with(self.rl, self.task, self.model, self.tok, self.evals, self.cfg.generation.max_tokens,
                                 self.pool, self.cfg.eval.truncated, self.cfg.generation.cpu_decode)

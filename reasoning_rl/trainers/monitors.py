@@ -27,7 +27,7 @@ before (`binomial_tail` below `p_value_max`: this round's k of n against the win
 one pass and one fail; the second opinion's pooled k of n against `disagreement_max`). One pass of one won by a new
 path is a share of 1.00 and no evidence; 40 of 64 after 0 of 256 is.
 
-Not here: re-scoring a finished run (reverify.py), stopping the run (the loop, on `monitor.stop_on_alert`).
+Not here: re-scoring a finished run (cli/reverify.py), stopping the run (the loop, on `monitor.stop_on_alert`).
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ from collections import Counter, deque
 
 import verifiers
 
-from ..configs import MonitorConfig
-from ..task import Task
+from ..config.sections import MonitorConfig
+from ..task.task import Task
 from ..types import Group, Status
 
 _KIND = re.compile(r"\(([a-z][a-z ]{1,30})\)")

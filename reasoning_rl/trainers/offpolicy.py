@@ -8,7 +8,7 @@ update, and the weights r = pi_old / pi_engine are turned into the mode's import
 are the full softmax of logits / T (the engine contract in rollout/base.py: log-probs before top-p/top-k
 truncation), so a truncating sampler's bias is not part of what is corrected. Metrics: rollout/mismatch_kl
 and the mode's share of truncated or masked tokens (sequences) and its weights' mean, min, max.
-Not here: the losses (losses.py), the weight formulas (rollout_correction.py).
+Not here: the losses (algos/losses.py), the weight formulas (algos/correction.py).
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import dataclasses
 
 import torch
 
-from ..logprobs import TokenBatch, token_logprobs, trim_padding
-from ..models import autocast
-from ..rollout_correction import correct
+from ..models.logprobs import TokenBatch, token_logprobs, trim_padding
+from ..models.load import autocast
+from ..algos.correction import correct
 
 
 @torch.no_grad()

@@ -24,12 +24,12 @@ from typing import Callable
 
 import torch
 
-from ..advantages import gae, whiten
-from ..configs import Config
-from ..logprobs import TokenBatch, pad_rollouts, token_logprobs
-from ..lora import body_of
-from ..losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
-from ..models import autocast
+from ..algos.advantages import gae, whiten
+from ..config.sections import Config
+from ..models.logprobs import TokenBatch, pad_rollouts, token_logprobs
+from ..models.lora import body_of
+from ..algos.losses import adaptive_kl_coef, entropy_bonus, kl_in_reward, masked_mean, ppo_clip, value_loss
+from ..models.load import autocast
 from ..types import Group
 from . import loop
 from .algorithm import Learner, Net, adamw

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import verifiers
 from curricula import RefillStats, apply_filters, fill_batch, group_stats
 
-from ..configs import Config, RLConfig
-from ..device import resolve_threads
+from ..config.sections import Config, RLConfig
+from ..models.device import resolve_threads
 from ..rollout import HFEngine, SamplingConfig
-from ..task import Task
+from ..task.task import Task
 from ..types import Group
 
 
@@ -56,13 +56,13 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
                               num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
                               trust_remote_code=cfg.model.trust_remote_code)
     elif rl.environment:  # multi-turn episodes on the hf engine (grpo.environment)
-        from ..episodes import EpisodeEngine
+        from ..rollout.episodes import EpisodeEngine
 
         return EpisodeEngine.of(rl, model, tok)
     else:
         return HFEngine(model, tok)
     if rl.environment:  # multi-turn episodes whose segments vllm or openai samples from token ids
-        from ..episodes import EpisodeEngine
+        from ..rollout.episodes import EpisodeEngine
 
         engine = EpisodeEngine.of(rl, model, tok, engine)
     engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
@@ -236,7 +236,7 @@ def round_metrics(generated: list[Group], reward: verifiers.Reward) -> dict[str,
     m["completions/mean_length"] = sum(len(s.token_ids) for s in samples) / max(1, len(samples))
     m["completions/clipped_ratio"] = sum(s.truncated for s in samples) / max(1, len(samples))
     if any(s.turns for s in samples):  # multi-turn episodes: how the tool was used
-        from ..episodes import episode_metrics
+        from ..rollout.episodes import episode_metrics
 
         m.update(episode_metrics(samples))
     return m

@@ -1,6 +1,6 @@
 """A test environment that makes any model take turns: every segment is a complete call, answered by a fixed
 observation. Shared by the episode tests on every engine (hf, the openai engine, vLLM in its own environment)."""
-from reasoning_rl.environments import Environment, Step
+from reasoning_rl.rollout.environments import Environment, Step
 
 
 class EveryTurnIsACall(Environment):

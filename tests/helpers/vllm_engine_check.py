@@ -23,8 +23,8 @@ def main(out_path: str) -> None:
     import torch
 
     from reasoning_rl import config
-    from reasoning_rl.configs import Config
-    from reasoning_rl.models import build_tiny
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import PromptRow, SamplingConfig, logprob_mismatch
     from reasoning_rl.rollout.vllm import VLLMEngine
 
@@ -73,8 +73,8 @@ def episodes(engine, model, tok) -> dict:
     """Four episodes of one prompt, every segment answered by a fixed observation, sampled by `engine` from ids."""
     import torch
 
-    from reasoning_rl.episodes import EpisodeLimits, run_episodes
-    from reasoning_rl.logprobs import pad_rollouts, token_logprobs
+    from reasoning_rl.rollout.episodes import EpisodeLimits, run_episodes
+    from reasoning_rl.models.logprobs import pad_rollouts, token_logprobs
     from reasoning_rl.rollout import SamplingConfig
     from tests.helpers.turns import EveryTurnIsACall
 

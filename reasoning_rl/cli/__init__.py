@@ -1,0 +1,15 @@
+"""The commands: `reasoning-rl` and its subcommands, the demo, the run report and `reverify`.
+
+    commands.py   the parser and each subcommand's small function (`reasoning-rl = reasoning_rl.cli:main`)
+    args.py       argument types, the one-line errors, the checks that run before any model loads
+    data.py       curate, pairs, eval, task check, reverify, sft of a model other than tiny
+    verify.py     verify, verifiers calibrate, verifiers probe (torch-free)
+    demo.py       the main job on the embedded default, or on a real model
+    report.py     one self-contained HTML page of a run (report_page.html draws it)
+    reverify.py   re-score a run's archive with other verifiers
+
+The top row of `reasoning_rl` (docs/architecture.md): it may import every other folder; nothing imports it.
+"""
+from .commands import main
+
+__all__ = ["main"]

@@ -1,0 +1,201 @@
+"""The data commands: `curate`, `pairs`, `eval`, `task check`, `reverify`, and `sft` of a model other than tiny.
+
+Each reads the configured task (reasoning_rl/task/task.py) through `cli_args.load_task`, so a bad column, split or
+verifier is one line before any model loads. Not here: the parser (cli/commands.py), the training commands (cli/commands.py).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from .args import load_config, load_task, set_threads as _set_threads
+from ..errors import UserError
+
+
+def _sft_on_target(cfg, args) -> int:
+    """SFT of any Hugging Face model on the task's gold completions (tasks.target_col, or the preset's)."""
+    from ..models.lora import maybe_lora, save_final
+    from ..models.load import load_policy
+    from ..models.sft import train_sft
+
+    if not args.output:
+        raise UserError(f"sft: model.name_or_path={cfg.model.name_or_path!r}: give --output DIR for the trained model "
+                        "(only the embedded tiny model has a cached warm start)")
+    task = load_task(cfg)
+    rows = [{"prompt": r["prompt"], "answer": str(r["target"])} for r in task.train if r.get("target") not in
+            (None, "")]
+    if not rows:
+        raise UserError(f"tasks.target_col: no train row of {task.source!r} has a gold completion to train on "
+                        f"(value {cfg.tasks.target_col!r}; the preset {cfg.tasks.preset!r} names none)")
+    _set_threads(cfg)
+    model, tok = load_policy(cfg)
+    model = maybe_lora(model, cfg)
+    train_sft(cfg, model, tok, rows)
+    acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
+                        truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode)
+    import os
+
+    parent, name = os.path.split(os.path.abspath(args.output))
+    path = save_final(parent, model, tok, name=name)
+    print(f"sft ({len(rows)} targets, {cfg.sft.steps} steps): {path}")
+    print(f"held-out accuracy: {acc:.3f} ({min(len(task.test), cfg.eval.size)} prompts, greedy, {task.outcome})")
+    return 0
+
+
+def cmd_curate(args) -> int:
+    cfg = load_config(args)
+    from ..data.curate import curate, write_rows
+    from ..models.load import load_policy
+    from ..rollout import SamplingConfig
+
+    task, rows = load_task(cfg, args.split, args.limit)
+    _set_threads(cfg)
+    model, tok = load_policy(cfg)
+    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature,
+                                 max_tokens=args.max_tokens or cfg.generation.max_tokens, seed=cfg.seed)
+    out = curate(model, tok, task, rows, args.n, sampling, ledger_path=args.ledger)
+    write_rows(out, args.output)
+    scored = [r for r in out if r["pass_rate"] is not None]
+    if not scored:
+        raise UserError(f"curate: every one of the {len(out)} prompts' samples was masked by {task.outcome!r} "
+                        "(no verdict to compute a pass rate from); see the rows' masked column in "
+                        f"{args.output}/data.jsonl")
+    mixed = sum(r["mixed"] for r in out)
+    mean = sum(r["pass_rate"] for r in scored) / len(scored)
+    print(f"curated {len(out)} prompts x {args.n} samples ({task.outcome}): mean pass rate {mean:.3f}, "
+          f"mixed {mixed} ({mixed / max(1, len(out)):.1%}), all pass {sum(r['pass_rate'] == 1 for r in scored)}, "
+          f"all fail {sum(r['pass_rate'] == 0 for r in scored)} -> {args.output}")
+    return 0
+
+
+def _pair_config(args):
+    from .. import config as _config
+    from ..data.pairs import PairConfig
+
+    return _config.from_dict(PairConfig, {"strategy": args.strategy, "k": args.k, "length_tolerance": args.length_tolerance,
+                                          "min_margin": args.min_margin, "max_pairs_per_prompt": args.max_per_prompt,
+                                          "dedup": not args.no_dedup}, prefix="pairs")
+
+
+def cmd_pairs(args) -> int:
+    cfg = load_config(args)
+    from ..models.load import load_policy
+    from ..data.pairs import write_pairs
+
+    pair_cfg = _pair_config(args)
+    if args.archive:
+        import os
+
+        import verifiers
+
+        from ..data.archive import read_archive
+        from ..data.pairs import build_pairs
+        from ..task.task import outcome_of
+
+        if not os.path.isfile(args.archive):
+            raise UserError(f"--archive {args.archive!r} is not a file (a training run's archive.jsonl)")
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.archive)), "task.json")
+        if not args.verifier and os.path.isfile(beside):  # the run recorded its outcome: pair on it
+            with open(beside) as f:
+                outcome = json.load(f)["outcome"]
+        else:
+            outcome = outcome_of(cfg.tasks)  # --verifier, or the configured task's outcome
+        verifiers.get(outcome)  # an unknown name: one line listing the valid ones
+        pairs, summary = build_pairs(read_archive(args.archive), outcome, pair_cfg, policy=args.archive)
+    else:
+        from ..data.curate import sample_pairs
+
+        task, rows = load_task(cfg, args.split, args.limit)
+        _set_threads(cfg)
+        model, tok = load_policy(cfg)
+        pairs, summary = sample_pairs(cfg, model, tok, task, rows, args.n, pair_cfg)
+    write_pairs(pairs, args.output)
+    if summary.get("episodes_skipped"):
+        print(f"pairs: {summary['episodes_skipped']} samples are multi-turn episodes without their token ids (an "
+              "archive from before they were kept); left out: their text drops the tool's outputs", file=sys.stderr)
+    print(json.dumps(summary))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    import dataclasses
+    import os
+
+    from ..data.archive import provenance, write_groups
+    from .args import claim_output_dir
+    from ..eval.sampled import run_eval
+    from ..data.run_dir import written_together
+    from ..models.load import load_policy
+    from ..rollout import SamplingConfig
+
+    cfg = load_config(args)
+    task, rows = load_task(cfg, args.split, args.limit)  # the held-out split (a file without one: its hash share)
+    cfg = claim_output_dir(cfg, args, "eval")
+    os.makedirs(cfg.output_dir, exist_ok=True)
+    _set_threads(cfg)
+    model, tok = load_policy(cfg)
+    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
+    engine = None
+    if cfg.grpo.environment:  # every sample a multi-turn episode, as the run with this environment trains on
+        from ..rollout.episodes import EpisodeEngine
+
+        engine = EpisodeEngine.of(cfg.grpo, model, tok)
+    try:
+        res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
+                       truncated=cfg.eval.truncated, engine=engine)
+    finally:
+        if engine is not None:
+            engine.close()
+    described = task.describe(task.outcome_reward())
+    summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
+               "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
+               "truncated_scored_as": cfg.eval.truncated, "environment": cfg.grpo.environment or None,
+               "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
+               **{k: round(v, 4) for k, v in res.metrics.items()}}
+    with written_together(cfg.output_dir) as d:  # the three files or none (an interrupt here writes none)
+        with open(os.path.join(d, "archive.jsonl"), "w", encoding="utf-8") as f:
+            write_groups(f, res.groups, step=0, provenance=provenance(described))
+        with open(os.path.join(d, "task.json"), "w") as f:
+            json.dump(described, f, indent=1)
+        with open(os.path.join(d, "summary.json"), "w") as f:
+            json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
+    print(json.dumps(summary))
+    print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_task_check(args) -> int:
+    cfg = load_config(args)
+    from ..task.check import check_report, format_report
+
+    task = load_task(cfg, log=lambda *_: None)
+    from ..models.load import load_tokenizer
+
+    report = check_report(cfg, task, load_tokenizer(cfg), probe=args.probe)
+    print(json.dumps(report, indent=1, ensure_ascii=False) if args.json else format_report(report))
+    return 0
+
+
+def cmd_reverify(args) -> int:
+    import os
+
+    import verifiers
+
+    from .reverify import format_table, reverify, write_report
+
+    if not os.path.isdir(args.run_dir):
+        raise UserError(f"reverify: {args.run_dir!r} is not a directory (a training run's)")
+    try:
+        options = json.loads(args.options) if args.options else {}
+    except json.JSONDecodeError as e:
+        raise UserError(f"--options: not valid JSON ({e.msg}): {args.options!r}") from None
+    if not isinstance(options, dict):
+        raise UserError(f"--options: must be a JSON object, got {args.options!r}")
+    with verifiers.VerifierPool(num_workers=args.workers) as pool:
+        rep = reverify(args.run_dir, args.verifier, options, pool=pool)
+    out = args.output or os.path.join(args.run_dir, "reverify")
+    write_report(rep, out)
+    print(format_table(rep))
+    print(f"written: {out}/flips.jsonl, summary.json, reward.png")
+    return 0

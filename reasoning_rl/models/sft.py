@@ -1,0 +1,162 @@
+"""Supervised warm start: teach a causal LM `prompt -> answer<eos>` on the procedural tasks.
+
+Loss is cross-entropy on the response tokens only (prompt and padding masked), the same
+masking the RL trainers use. The embedded default's SFT checkpoint is cached under a key
+made of every config value that shapes it, so the demo and the tests build it once.
+
+Written as a plain loop rather than TRL's `SFTTrainer`: on a 1 M-parameter model the
+per-step overhead of `transformers.Trainer` dominates, and the cache key needs the
+exact recipe. Not here: packing, LoRA, chat data.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict
+
+from ..config.sections import Config
+from ..algos.losses import masked_nll
+from .tiny.model import build_tiny
+from .device import resolve_device, resolve_threads
+from .sources import cache_root
+from ..task.embedded.arithmetic import make_rows, tool_solution, worked_solution
+
+SFT_RECIPE_VERSION = "2"
+
+
+# the tasks knobs that decide the embedded rows the warm start trains on (the others: prompts, sources, rewards)
+EMBEDDED_TASK_KNOBS = ("kind", "families", "max_digits", "num_train", "num_test", "heldout_percent", "seed")
+
+
+def sft_cache_dir(cfg: Config) -> str:
+    shaping = {k: v for k, v in asdict(cfg.sft).items() if k != "log_every"}  # what the weights depend on
+    if not shaping["tool_fraction"]:  # off: the key of every checkpoint made before the knob existed
+        del shaping["tool_fraction"]
+    tasks = {k: v for k, v in asdict(cfg.tasks).items() if k in EMBEDDED_TASK_KNOBS}  # the data it trains on
+    key = json.dumps({"v": SFT_RECIPE_VERSION, "seed": cfg.seed, "tiny": asdict(cfg.model.tiny),
+                      "tasks": tasks, "sft": shaping}, sort_keys=True)
+    return os.path.join(cache_root(), "sft-" + hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def encode_pairs(tokenizer, prompts: list[str], completions: list[str]):
+    """Right-padded (B, T) input_ids, attention_mask and a response mask (1 on completion tokens)."""
+    import torch
+
+    rows = []
+    for p, c in zip(prompts, completions):
+        p_ids = tokenizer(p)["input_ids"]  # with the tokenizer's own special tokens (BOS)
+        c_ids = tokenizer(c, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append((p_ids, c_ids))
+    T = max(len(p) + len(c) for p, c in rows)
+    ids = torch.full((len(rows), T), tokenizer.pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), T), dtype=torch.long)
+    resp = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, (p, c) in enumerate(rows):
+        n = len(p) + len(c)
+        ids[i, :n] = torch.tensor(p + c)
+        attn[i, :n] = 1
+        resp[i, len(p):n] = 1
+    return ids, attn, resp
+
+
+def sft_loss(model, ids, attn, resp):
+    """Mean next-token cross-entropy over response tokens. Shapes: ids/attn/resp (B, T)."""
+
+    ids, attn, resp = ids.to(model.device), attn.to(model.device), resp.to(model.device)
+    logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]  # (B, T-1, V)
+    return masked_nll(logits.float(), ids[:, 1:], resp[:, 1:].float())  # next token of each response position
+
+
+def sft_completion(row: dict, worked_fraction: float, rng: random.Random, tool_fraction: float = 0.0) -> str:
+    """The SFT target for a row: its worked solution with probability `worked_fraction` (rows that have
+    one: the arithmetic families), else, with probability `tool_fraction`, a calculator trace, else the direct
+    answer."""
+
+    worked = worked_solution(row) if worked_fraction > 0 else None
+    if worked is not None and rng.random() < worked_fraction:  # rows without one draw nothing: code SFT unchanged
+        return worked
+    if tool_fraction > 0 and rng.random() < tool_fraction:  # off: no draw, so the data of older runs is unchanged
+        return tool_solution(row) or row["answer"]
+    return row["answer"]
+
+
+def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, s) -> float:
+    """One optimiser step on a random batch of SFT targets (`s`: an SFTConfig); returns the loss."""
+    import torch
+
+    batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
+    ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch],
+                                   [sft_completion(r, s.worked_fraction, rng, s.tool_fraction) for r in batch])
+    loss = sft_loss(model, ids, attn, resp)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if s.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
+    opt.step()
+    return loss.item()
+
+
+def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
+    import torch
+
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))  # the cached checkpoint must not depend on which command built it
+    seed_everything(cfg.seed)
+    s = cfg.sft
+    params = [p for p in model.parameters() if p.requires_grad]  # with LoRA: the adapters alone
+    opt = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98))
+
+    def lr_at(step: int) -> float:
+        if step < s.warmup_steps:
+            return (step + 1) / s.warmup_steps
+        frac = (step - s.warmup_steps) / max(1, s.steps - s.warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    rng = random.Random(cfg.seed)
+    model.train()
+    t0 = time.time()
+    for step in range(s.steps):
+        loss = sft_step(model, tokenizer, opt, train_rows, rng, s)
+        sched.step()
+        if (step + 1) % s.log_every == 0 or step == 0:
+            log(f"sft step {step + 1}/{s.steps}  loss {loss:.4f}  lr {sched.get_last_lr()[0]:.2e}  "
+                f"{time.time() - t0:.0f}s")
+    model.eval()
+    return model
+
+
+def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
+    """Train (or reuse) the embedded default's SFT checkpoint; returns its directory."""
+
+    out = sft_cache_dir(cfg)
+    if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
+        return out
+    model, tok = build_tiny(cfg)
+    model.to(resolve_device(cfg.model.device))  # model.device: a GPU when present
+    train_rows, _ = make_rows(cfg.tasks)
+    t0 = time.time()
+    train_sft(cfg, model, tok, train_rows, log=log)
+    tmp = f"{out}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    with open(os.path.join(tmp, "sft_meta.json"), "w") as f:
+        json.dump({"train_seconds": time.time() - t0, "config": asdict(cfg)}, f, indent=1)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    os.replace(tmp, out)
+    return out

@@ -1,0 +1,434 @@
+"""A task: where rows come from, how a row becomes a prompt, its reference, its reward, how it is scored.
+
+    task = Task.from_config(cfg.tasks)       rows read and checked; no model, no tokenizer (fails fast)
+    task.render(tokenizer)                   every row's `prompt` as the model will see it; over-long rows dropped
+    task.reward(rl)                          the verifiers.Reward of the task's terms (one is the outcome)
+    task.checked_text(row, completion)       what the outcome verifier reads (a code body: raw prompt + it)
+    task.evaluate(model, tok, rows, pool)    held-out greedy accuracy through the outcome verifier
+
+Every command takes its data through one `Task`: `train grpo|ppo|dpo`, `curate`, `pairs`, `eval`,
+the trainers' held-out evaluation and `task check`. The same verifier decides correctness in
+training and in evaluation (nanochat's task files own both; so does this object).
+
+A row, once normalised, is a dict: `prompt_id`, `prompt` (rendered), `raw` (the user's prompt: text
+or chat messages), `reference`, `refs` (references of terms that read another column), `task` (the
+family, or the data source) and `target` (a gold completion for SFT, when the task has one); the
+embedded tasks' rows also keep their own columns (`answer`, `tests`).
+
+Not here: reading files (task/sources.py), the presets' columns (task/presets.py), the embedded
+procedural generators (task/embedded/).
+"""
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import verifiers
+from verifiers.math_extract import boxed_answers
+from verifiers.prm import prm_term
+
+from ..config.sections import GRPOConfig, RLConfig, TaskConfig
+from ..errors import UserError
+from .presets import DATA_SOURCES, PRESETS, Preset
+from .sources import load_split_rows, split_by_hash
+from ..types import Group, Sample, Status, Verdict
+
+_EMPTY = (None, "", [], {})
+
+
+def column(row: dict, path: str) -> Any:
+    """row[path], where dots reach into nested mappings ("reward_model.ground_truth"); KeyError if absent."""
+    node: Any = row
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(path)
+        node = node[part]
+    return node
+
+
+def gsm8k_answer(solution: str) -> str | None:
+    """The gold answer after GSM8K's last '####' marker, thousands separators removed."""
+    if "####" not in solution:
+        return None
+    return solution.rsplit("####", 1)[1].strip().replace(",", "") or None
+
+
+def last_boxed(solution: str) -> str | None:
+    boxes = boxed_answers(solution)
+    return boxes[-1].strip() if boxes else None
+
+
+EXTRACTORS: dict[str, Callable[[str], str | None]] = {"none": lambda s: s, "gsm8k": gsm8k_answer, "boxed": last_boxed}
+
+
+def _is_messages(x: Any) -> bool:
+    return isinstance(x, list) and bool(x) and all(isinstance(m, dict) and "role" in m and "content" in m for m in x)
+
+
+@dataclass
+class Task:
+    """The rows of both splits (normalised) and what the config says about prompts, references and the reward."""
+    cfg: TaskConfig
+    train: list[dict]
+    test: list[dict]
+    outcome: str
+    checked: str  # "completion" | "prompt+completion"
+    source: str  # for messages: the file, the Hub name, or "the embedded tasks"
+    dropped: Counter = field(default_factory=Counter)  # reason -> rows dropped
+    chat: bool = False  # set by render()
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def from_config(cls, tc: TaskConfig) -> "Task":
+        """Read both splits and normalise every row; a bad column, row or split is a UserError naming it."""
+        preset = PRESETS[tc.preset]
+        if not tc.source:
+            return cls._embedded(tc)
+        outcome = outcome_of(tc)
+        _check_verifiers(tc, outcome)
+        task = cls(tc, [], [], outcome, tc.checked or preset.checked, tc.source)
+        raw_train = load_split_rows(tc.source, tc.hub_config, tc.train_split)
+        if tc.test_split:
+            raw_test = load_split_rows(tc.source, tc.hub_config, tc.test_split)
+        else:
+            raw_train, raw_test = split_by_hash(raw_train, lambda r: repr(_prompt_of(r, tc, preset)),
+                                                tc.heldout_percent)
+        task.train = task._normalise(raw_train, preset, tc.train_split)
+        # an empty hash share is an error only where the held-out rows are used (Task.rows)
+        task.test = task._normalise(raw_test, preset, tc.test_split or "held-out") if raw_test or tc.test_split else []
+        return task
+
+    @classmethod
+    def _embedded(cls, tc: TaskConfig) -> "Task":
+        from .embedded.arithmetic import make_rows
+
+        code = tc.kind == "code"
+        outcome = outcome_of(tc)
+        _check_verifiers(tc, outcome)
+        task = cls(tc, [], [], outcome, tc.checked or ("prompt+completion" if code else "completion"),
+                   "the embedded tasks")
+        train, test = make_rows(tc)
+        for r in train + test:
+            r.update(raw=r["prompt"], reference=r["tests" if code else "answer"], target=r["answer"],
+                     refs=_term_refs(r, tc, "the embedded tasks", 0))
+        task.train, task.test = train, test
+        return task
+
+    def _normalise(self, rows: list[Any], preset: Preset, split: str) -> list[dict]:
+        tc = self.cfg
+        where = f"{self.source!r} split {split!r}"
+        if not rows:
+            raise UserError(f"tasks.source: {where} has no rows")
+        prompt_col = tc.prompt_col or preset.prompt_col
+        id_col = tc.id_col or preset.id_col or next((c for c in ("prompt_id", "id") if c in rows[0]), "")
+        target_col = "" if tc.target_col == "none" else (tc.target_col or preset.target_col)
+        out, seen = [], set()
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict):
+                raise UserError(f"tasks.source: {where} row {i} is not an object: {str(r)[:60]!r}")
+            try:
+                raw = column(r, prompt_col)
+            except KeyError:
+                raise UserError(f"tasks.prompt_col: {where} row {i} has no column {prompt_col!r} "
+                                f"(columns: {sorted(r)})") from None
+            if not (isinstance(raw, str) and raw.strip()) and not _is_messages(raw):
+                raise UserError(f"tasks.prompt_col: {where} row {i} column {prompt_col!r} is neither text nor a list "
+                                f"of {{role, content}} messages: {str(raw)[:60]!r}")
+            if self.checked == "prompt+completion" and not isinstance(raw, str):
+                raise UserError(f"tasks.checked: prompt+completion needs a text prompt, but {where} row {i} holds "
+                                "chat messages; set tasks.checked=completion")
+            ref = self._reference(r, preset, where, i)
+            if ref in _EMPTY:
+                self.dropped[f"{split}: empty reference"] += 1
+                continue
+            if self.outcome == "route" and _routing_col(tc):
+                ref = {"verifier": self._route(r, preset, where, i), "reference": ref}
+            pid = str(column(r, id_col)) if id_col and _has(r, id_col) else \
+                "row-" + hashlib.sha256(repr(raw).encode()).hexdigest()[:12]
+            if pid in seen:
+                self.dropped[f"{split}: duplicate prompt"] += 1
+                continue
+            seen.add(pid)
+            row = {"prompt_id": pid, "prompt": raw if isinstance(raw, str) else "", "raw": raw, "reference": ref,
+                   "refs": _term_refs(r, tc, where, i), "task": str(r.get("data_source", tc.preset or "task")),
+                   "columns": r}
+            if target_col and _has(r, target_col):
+                row["target"] = column(r, target_col)
+            out.append(row)
+        if not out:
+            raise UserError(f"tasks.reference_col: {where}: no usable rows: all {len(rows)} have an empty reference")
+        return out
+
+    def _route(self, r: dict, preset: Preset, where: str, i: int) -> str:
+        """The verifier a row's outcome column names (tasks.outcome_map, the known data sources, else the preset's)."""
+        col = _routing_col(self.cfg)
+        if not _has(r, col):
+            raise UserError(f"tasks.outcome_col: {where} row {i} has no column {col!r} (columns: {sorted(r)})")
+        value = str(column(r, col))
+        name = self.cfg.outcome_map.get(value) or DATA_SOURCES.get(value) or preset.outcome
+        try:
+            verifiers.get(name)
+        except UserError:
+            raise UserError(f"tasks.outcome_map: {where} row {i}: {col} {value!r} maps to {name!r}, which is not a "
+                            f"registered verifier") from None
+        return name
+
+    def _reference(self, r: dict, preset: Preset, where: str, i: int) -> Any:
+        tc = self.cfg
+        if tc.reference_col or not preset.reference_cols:
+            options = ((tc.reference_col, tc.reference_extract or "none"),) if tc.reference_col else tuple(
+                (c, tc.reference_extract or x) for c, x in preset.reference)
+            for col, extract in options:
+                if _has(r, col):
+                    value = column(r, col)
+                    if extract != "none":
+                        if not isinstance(value, str):
+                            raise UserError(f"tasks.reference_extract: {where} row {i} column {col!r} is not text "
+                                            f"({type(value).__name__}); {extract} reads text")
+                        return EXTRACTORS[extract](value)
+                    return value
+            cols = [c for c, _ in options]
+            raise UserError(f"tasks.reference_col: {where} row {i} has no column {' or '.join(map(repr, cols))} "
+                            f"(columns: {sorted(r)})")
+        missing = [c for c in preset.reference_cols if c not in r]
+        if len(missing) == len(preset.reference_cols):
+            raise UserError(f"tasks.reference_col: {where} row {i} has none of the {tc.preset} test columns "
+                            f"{list(preset.reference_cols)} (columns: {sorted(r)})")
+        return {c: r[c] for c in preset.reference_cols if c in r and r[c] is not None}
+
+    # ------------------------------------------------------------ prompts
+    def render(self, tokenizer, tools: list | None = None) -> None:
+        """Set every row's `prompt` to the text the model sees; drop rows over tasks.max_prompt_tokens (counted).
+        `tools`: tool schemas the chat template shows in the prompt (a run whose environment has tools, in the chat
+        format: environments.prompt_tools); kept on each row (`tools`) for the episodes' template check."""
+        tc = self.cfg
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if tc.chat_template == "on" and not has_template:
+            raise UserError("tasks.chat_template: value 'on' but the tokenizer has no chat template")
+        self.chat = tc.chat_template == "on" or (tc.chat_template == "auto" and has_template)
+        for split in ("train", "test"):
+            kept = []
+            for i, row in enumerate(getattr(self, split)):
+                row["prompt"] = self._render_one(tokenizer, row, f"{self.source!r} {split} row {i}", tools)
+                if tc.max_prompt_tokens and len(tokenizer(row["prompt"])["input_ids"]) > tc.max_prompt_tokens:
+                    self.dropped[f"{split}: prompt over {tc.max_prompt_tokens} tokens"] += 1
+                    continue
+                kept.append(row)
+            if getattr(self, split) and not kept:
+                raise UserError(f"tasks.max_prompt_tokens: every {split} prompt of {self.source!r} is longer than "
+                                f"{tc.max_prompt_tokens} tokens")
+            setattr(self, split, kept)
+
+    def _render_one(self, tokenizer, row: dict, where: str, tools: list | None = None) -> str:
+        tc, raw = self.cfg, row["raw"]
+        if isinstance(raw, list):
+            messages = [dict(m) for m in raw]
+        else:
+            text = raw
+            if tc.template:
+                try:
+                    text = tc.template.format_map(row.get("columns", row))
+                except (KeyError, IndexError, AttributeError, ValueError) as e:
+                    raise UserError(f"tasks.template: {where}: cannot fill {tc.template!r} ({type(e).__name__}: "
+                                    f"{e})") from None
+            messages = [{"role": "user", "content": text}]
+        if tc.instruction:
+            last = next(m for m in reversed(messages) if m["role"] == "user") if any(
+                m["role"] == "user" for m in messages) else messages[-1]
+            last["content"] = f"{last['content'].rstrip()}\n{tc.instruction}"
+        if tc.system_prompt and messages[0]["role"] != "system":
+            messages.insert(0, {"role": "system", "content": tc.system_prompt})
+        if self.chat:
+            row["messages"] = messages  # the conversation so far (multi-turn episodes with tool_format chat extend it)
+            if tools:
+                row["tools"] = tools
+                return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+            return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        if isinstance(raw, list):
+            raise UserError(f"tasks.chat_template: {where} is a list of chat messages but the tokenizer has no chat "
+                            "template (or tasks.chat_template=off); give a text prompt column or a model with one")
+        return "\n\n".join(m["content"] for m in messages)
+
+    # ------------------------------------------------------------ reward and scoring
+    def reward(self, rl: RLConfig | None = None) -> verifiers.Reward:
+        """The task's terms; the default is the outcome (weight 1) + the kind's format rule at rl.format_weight,
+        plus a PRM's step scores (weight 0) when grpo.prm_model is set."""
+        fw = rl.format_weight if rl is not None else 0.0
+        if self.cfg.reward:
+            if fw:
+                raise UserError(f"{rl.SECTION}.format_weight: value {fw} applies to the default reward only; with "
+                                "tasks.reward given, add the format rule as a term")
+            terms = [verifiers.Term(t.verifier, t.weight, dict(t.options)) for t in self.cfg.reward]
+        else:
+            fmt = "repetition" if self.outcome == "code" else "think_answer"
+            terms = [verifiers.Term(self.outcome, 1.0), verifiers.Term(fmt, fw)]
+        if isinstance(rl, GRPOConfig) and rl.prm_model:
+            terms.append(prm_term(rl.prm_model))
+        return verifiers.Reward(tuple(terms), outcome=self.outcome)
+
+    def outcome_reward(self) -> verifiers.Reward:
+        """The outcome term alone (with its configured options): what held-out scores and curation read."""
+        term = next((t for t in self.cfg.reward if t.verifier == self.outcome), None)
+        return verifiers.Reward.single(self.outcome, **(dict(term.options) if term else {}))
+
+    def answer_key(self, completion: str) -> str | None:
+        """What maj@k votes on: the outcome verifier's extracted answer where it has one (`answer_key`), else the
+        checked text itself (a program)."""
+        key = getattr(verifiers.get(self.outcome), "answer_key", None)
+        return key(completion) if key else completion.strip()
+
+    def checked_text(self, row: dict, completion: str) -> str:
+        return checked_text(self.checked, row["raw"], completion)
+
+    def verify(self, reward: verifiers.Reward, rows: Sequence[dict], completions: Sequence[str], pool=None,
+               truncated: Sequence[bool] | None = None):
+        """Every term's verdicts for (row, completion) pairs: what training and evaluation both call. `truncated`:
+        which completions were cut at their token limit (the `math` verifiers then read no fallback answer)."""
+        texts = [self.checked_text(r, c) for r, c in zip(rows, completions)]
+        term_refs = {t.verifier: [r["refs"].get(t.verifier, r["reference"]) for r in rows] for t in reward.terms}
+        return reward.verify(texts, [r["reference"] for r in rows], [r["prompt"] for r in rows], pool=pool,
+                             term_references=term_refs, truncated=truncated)
+
+    def verify_groups(self, reward: verifiers.Reward, groups: Sequence[Group], pool=None) -> list[Group]:
+        """Every sample of every group with its verdicts (one concurrent batch through the pool); a sample whose
+        environment failed (a tool's sandbox died: `Sample.error`) is masked ERROR under every term, never scored."""
+        verdicts = iter(self.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
+        return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(_unless_failed(s, next(verdicts)))
+                                                      for s in g.samples]) for g in groups]
+
+    def verify_samples(self, reward: verifiers.Reward, flat: Sequence[tuple], pool=None):
+        """`verify` for (group, sample) pairs: each sample against its group's row (the group's task + prompt)."""
+        return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
+                           pool=pool, truncated=[s.finish_reason == "length" for _, s in flat])
+
+    def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
+                 truncated: str = "fail", cpu_decode: str = "auto") -> float:
+        """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
+        return self.held_out(model, tokenizer, rows, pool, max_new_tokens, truncated, cpu_decode)["accuracy"]
+
+    def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
+                 truncated: str = "fail", cpu_decode: str = "auto") -> dict[str, float]:
+        """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
+        `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
+        CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole and falls
+        back to the last number), and where the outcome verifier can tell (`states_answer`, the math verifier's),
+        `stated` (completions that state their answer in an answer form: a box, ####, "the answer is", ...) and
+        `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none).
+        `truncated` is the share of completions cut at `max_new_tokens`; with truncated="fail" (eval.truncated)
+        none of them counts as a pass, whatever the verifier read in it. `cpu_decode`: GenerationConfig's."""
+        from ..eval.metrics import greedy_decode
+
+        if not rows:
+            raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
+        completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens,
+                                         cpu_decode=cpu_decode)
+        return self.score_held_out(rows, completions, cut, pool, truncated)
+
+    def score_held_out(self, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[bool], pool=None,
+                       truncated: str = "fail", failed: Sequence[bool] | None = None) -> dict[str, float]:
+        """`held_out`'s scores of given completions (`cut`: each was cut at its token limit): what greedy
+        completions and greedy multi-turn episodes (rollout/episodes.py) are both scored by. `failed`: the completion's
+        environment failed, so it is never a pass."""
+        failed = failed or [False] * len(rows)
+        verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool,
+                                                         truncated=cut)]
+        ok = [bool(v.passed) and not (c and truncated == "fail") and not f for v, c, f in zip(verdicts, cut, failed)]
+        passed = sum(ok)
+        parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
+        out = {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
+               "accuracy_parseable": passed / parsed if parsed else 0.0, "truncated": sum(cut) / len(rows)}
+        states = getattr(verifiers.get(self.outcome), "states_answer", None)
+        if states is not None:  # the math verifier: did the completion state its answer, or was one read into it?
+            stated = [states(self.checked_text(r, c)) for r, c in zip(rows, completions)]
+            n = sum(stated)
+            out.update(stated=n / len(rows),
+                       accuracy_stated=sum(o for o, s in zip(ok, stated) if s) / n if n else 0.0)
+        return out
+
+    def describe(self, reward: verifiers.Reward) -> dict:
+        """What a run records in task.json: how samples were checked and by which verifiers (reverify reads it)."""
+        from ..data.archive import options_hash
+
+        return {"source": self.source, "outcome": self.outcome, "checked": self.checked,
+                "terms": [{"verifier": t.verifier, "weight": t.weight, "options": dict(t.options),
+                           "version": verifiers.get(t.verifier).version, "options_hash": options_hash(dict(t.options))}
+                          for t in reward.terms]}
+
+    def rows(self, split: str) -> list[dict]:
+        """"train", "test" (the held-out split) or "all" (both)."""
+        if split == "test" and not self.test:
+            raise UserError(f"tasks.heldout_percent: the held-out share ({self.cfg.heldout_percent}%, by hash) of "
+                            f"{self.source!r} is empty; name a tasks.test_split, raise the share, or score every row "
+                            "with --split all")
+        return {"train": self.train, "test": self.test, "all": self.train + self.test}[split]
+
+    def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
+        for reason, n in sorted(self.dropped.items()):
+            log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+
+
+def _unless_failed(s: Sample, verdicts: dict) -> dict:
+    if not s.error:
+        return verdicts
+    return {k: Verdict.masked_as(Status.ERROR, f"environment failed: {s.error}"[:300]) for k in verdicts}
+
+
+def checked_text(checked: str, raw: str, completion: str) -> str:
+    """What the outcome verifier reads: the completion, or for "prompt+completion" (a code body completing a
+    signature) the raw prompt followed by it. Training, evaluation and `reverify` all read it through here."""
+    return raw + completion if checked == "prompt+completion" else completion
+
+
+def outcome_of(tc: TaskConfig) -> str:
+    """The outcome verifier's name: tasks.outcome, else the first reward term, else the preset's (a source) or the
+    embedded kind's (code for kind=code, else math)."""
+    if tc.outcome:
+        return tc.outcome
+    if tc.reward:
+        return tc.reward[0].verifier
+    if tc.source and _routing_col(tc):
+        return "route"  # each row's own verifier, named by its outcome column
+    if tc.source:
+        return PRESETS[tc.preset].outcome
+    return "code" if tc.kind == "code" else "math"
+
+
+def _routing_col(tc: TaskConfig) -> str:
+    col = tc.outcome_col or PRESETS[tc.preset].outcome_col
+    return "" if col == "none" else col
+
+
+def _has(r: dict, path: str) -> bool:
+    try:
+        column(r, path)
+    except KeyError:
+        return False
+    return True
+
+
+def _prompt_of(r: Any, tc: TaskConfig, preset: Preset) -> Any:
+    col = tc.prompt_col or preset.prompt_col
+    return column(r, col) if isinstance(r, dict) and _has(r, col) else r
+
+
+def _term_refs(r: dict, tc: TaskConfig, where: str, i: int) -> dict:
+    refs = {}
+    for t in tc.reward:
+        if t.reference_col:
+            if not _has(r, t.reference_col):
+                raise UserError(f"tasks.reward.{t.verifier}.reference_col: {where} row {i} has no column "
+                                f"{t.reference_col!r} (columns: {sorted(r)})")
+            refs[t.verifier] = column(r, t.reference_col)
+    return refs
+
+
+def _check_verifiers(tc: TaskConfig, outcome: str) -> None:
+    """Every named verifier exists (plugins included): an unknown name is a UserError listing the valid ones."""
+    for name in [outcome] + [t.verifier for t in tc.reward]:
+        verifiers.get(name)
+    if tc.reward and outcome not in [t.verifier for t in tc.reward]:
+        raise UserError(f"tasks.outcome: value {outcome!r} is not one of the reward terms "
+                        f"{[t.verifier for t in tc.reward]}")
