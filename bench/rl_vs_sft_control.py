@@ -33,6 +33,7 @@ def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
 
     from reasoning_rl.models.load import load_policy
     from reasoning_rl.models.sft import seed_everything, sft_step
+    from reasoning_rl.eval import held_out
     from reasoning_rl.task.task import Task
     from reasoning_rl.task.embedded.arithmetic import make_rows
 
@@ -47,7 +48,8 @@ def continued_sft(cfg, seconds: float, test_rows) -> tuple[int, float]:
         sft_step(model, tok, opt, train_rows, rng, cfg.sft)
         steps += 1
     model.eval()
-    return steps, Task.from_config(cfg.tasks).evaluate(model, tok, test_rows, max_new_tokens=cfg.generation.max_tokens)
+    task = Task.from_config(cfg.tasks)
+    return steps, held_out.accuracy(task, model, tok, test_rows, max_tokens=cfg.generation.max_tokens)
 
 
 def main() -> None:
@@ -63,6 +65,7 @@ def main() -> None:
     from reasoning_rl.config.sections import Config
     from reasoning_rl.models.load import load_policy
     from reasoning_rl.models.sft import build_sft_checkpoint
+    from reasoning_rl.eval import held_out
     from reasoning_rl.task.task import Task
     from reasoning_rl.trainers.grpo import train_grpo
 
@@ -83,7 +86,7 @@ def main() -> None:
     acc_rl = history[-1]["eval/accuracy"]
     steps, acc_sft = continued_sft(cfg, wall, test)
     model, tok = load_policy(cfg, log=lambda *_: None)
-    acc0 = task.evaluate(model, tok, test, max_new_tokens=cfg.generation.max_tokens)
+    acc0 = held_out.accuracy(task, model, tok, test, max_tokens=cfg.generation.max_tokens)
     print(json.dumps({"heldout_prompts": len(test), "sft_start": acc0, "wall_s": round(wall, 1),
                       "grpo": {"rounds": a.steps, "accuracy": acc_rl},
                       "continued_sft": {"steps": steps, "accuracy": acc_sft},

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-__all__ = ["Status", "Verdict", "Sample", "Group", "Pair", "MASKED", "SCORED"]
+__all__ = ["Status", "Verdict", "Turn", "Sample", "Group", "Pair", "MASKED", "SCORED"]
 
 
 class Status(str, enum.Enum):
@@ -106,6 +106,62 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One model segment of a multi-turn episode and the environment's answer to it (none on the episode's last).
+
+    model:        what the model wrote in the segment, special tokens skipped (what a verifier of the episode reads)
+    ids:          the segment's token ids, as sampled (a slice of the episode's `Sample.token_ids`)
+    generate_s:   seconds the engine took for the turn (every live episode's segment of it, at once)
+    call:         the tool call the environment read in the segment ("": none)
+    observation:  what the environment answered (None: it was not asked: the segment held no call, or the episode
+                  ended first)
+    tool_s:       seconds the call took
+    program_error: the called program raised or ran past a limit (its error is the observation, as a REPL shows it)
+    error:        the environment itself failed on this call (the sample is masked ERROR; no observation)
+    template_mismatch: chat format only: the first position where the episode's ids differ from the chat template's
+                  rendering of the whole conversation (None: a prefix of it, token for token)
+    """
+
+    model: str
+    ids: tuple[int, ...] = ()
+    generate_s: float = 0.0
+    call: str = ""
+    observation: str | None = None
+    tool_s: float = 0.0
+    program_error: bool = False
+    error: str = ""
+    template_mismatch: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", tuple(self.ids))
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The archive's form: every field but the defaults that say nothing happened, plus `tokens`."""
+        out = {"model": self.model, "tokens": self.tokens, "generate_s": self.generate_s, "ids": list(self.ids)}
+        if self.observation is not None or self.call:
+            out.update(call=self.call, observation=self.observation, tool_s=self.tool_s,
+                       program_error=self.program_error)
+        if self.error:
+            out["error"] = self.error
+        if self.template_mismatch is not None:
+            out["template_mismatch"] = self.template_mismatch
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Turn":
+        """A turn from its archive form (an older archive's turns hold no `ids`); unknown keys are refused."""
+        known = {f.name for f in dataclasses.fields(cls)} | {"tokens"}
+        extra = set(d) - known
+        if extra:
+            raise ValueError(f"Turn: unknown keys {sorted(extra)}")
+        return cls(**{k: v for k, v in d.items() if k != "tokens"})
+
+
+@dataclass(frozen=True)
 class Sample:
     """One completion of one prompt, as sampled by π_old.
 
@@ -126,18 +182,18 @@ class Sample:
     finish_reason: str = "stop"
     verdicts: Mapping[str, Verdict] = field(default_factory=dict)
     weight_version: int | None = None
-    loss_mask: tuple[int, ...] = ()  # multi-turn: 1 for the model's tokens, 0 for observations (empty: all 1)
-    turns: tuple[Mapping[str, Any], ...] = ()  # multi-turn: each turn's model text, tool call, observation, timing
+    loss_mask: tuple[int, ...] = ()
+    turns: tuple[Turn, ...] = ()  # multi-turn: each model segment and the environment's answer
     error: str = ""  # the environment failed during this episode: masked ERROR whatever the verifiers say
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(self.token_ids))
         object.__setattr__(self, "logprobs", tuple(self.logprobs))
-        object.__setattr__(self, "loss_mask", tuple(self.loss_mask))
-        object.__setattr__(self, "turns", tuple(self.turns))
+        object.__setattr__(self, "loss_mask", tuple(self.loss_mask) or (1,) * len(self.token_ids))
+        object.__setattr__(self, "turns", tuple(t if isinstance(t, Turn) else Turn.from_dict(t) for t in self.turns))
         if self.logprobs and len(self.logprobs) != len(self.token_ids):
             raise ValueError(f"Sample.logprobs has {len(self.logprobs)} entries for {len(self.token_ids)} tokens")
-        if self.loss_mask and (len(self.loss_mask) != len(self.token_ids) or set(self.loss_mask) - {0, 1}):
+        if len(self.loss_mask) != len(self.token_ids) or set(self.loss_mask) - {0, 1}:
             raise ValueError(f"Sample.loss_mask must be 0/1 for each of the {len(self.token_ids)} tokens, got "
                              f"{len(self.loss_mask)} entries")
         if self.finish_reason not in ("stop", "length"):
@@ -146,11 +202,6 @@ class Sample:
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
-
-    @property
-    def model_mask(self) -> tuple[int, ...]:
-        """The loss mask over token_ids with its empty form spelled out: 1 on each of the model's tokens."""
-        return self.loss_mask or (1,) * len(self.token_ids)
 
     def with_verdicts(self, verdicts: Mapping[str, Verdict]) -> "Sample":
         merged = dict(self.verdicts)

@@ -60,6 +60,10 @@ CASES = [
     (["config", "--set", "grpo.engine=openai"], "grpo.engine=openai needs grpo.engine_url and grpo.engine_model"),
     (["config", "--set", "grpo.advantage=process"], "grpo.advantage=process needs grpo.prm_model"),
     (["config", "--set", "model.tiny.num_heads=3"], "model.tiny.hidden_size (128) must be divisible"),
+    # a name a registry resolves: checked when the command reads its config, not by the config module itself
+    (["config", "--set", "grpo.environment=nope"], "grpo.environment: unknown environment 'nope'; valid:"),
+    (["train", "ppo", "--set", "ppo.environment=nope", "--set", "output_dir={dir}/r4"],
+     "ppo.environment: unknown environment 'nope'"),
     (["train", "grpo", "--set", "tasks.families=[add, nope]", "--set", "output_dir={dir}/r2"],
      "tasks.families: unknown family 'nope'"),
     (["train", "grpo", "--set", "tasks.families=[]", "--set", "output_dir={dir}/r3"], "tasks.families is empty"),

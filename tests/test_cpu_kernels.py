@@ -182,7 +182,7 @@ def test_decode_attention_serves_one_token_steps_of_its_thread_only(llama, monke
     import transformers.integrations.sdpa_attention as sdpa_module
     from transformers import DynamicCache
 
-    from reasoning_rl.rollout.decode import cache_argument
+    from reasoning_rl.models.cache import cache_argument
 
     model, tok = llama
     assert model.config._attn_implementation == "sdpa"

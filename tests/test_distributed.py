@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from reasoning_rl.trainers.distributed import shard_groups, synthetic_batch
+from .helpers.ddp_update import shard_groups, synthetic_batch
 
 from .conftest import run_env
 
@@ -32,11 +32,11 @@ def test_two_ranks_equal_one_process_with_accumulation(tmp_path):
     two, one, whole = tmp_path / "two.pt", tmp_path / "one.pt", tmp_path / "whole.pt"
     # --multi_gpu selects accelerate's torchrun launcher; Accelerator(cpu=True) then runs DDP over gloo on the CPU
     subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "reasoning_rl.trainers.distributed",
+                    "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "tests.helpers.ddp_update",
                     str(two)], cwd=ROOT, env=env, check=True, capture_output=True, timeout=500)
-    subprocess.run([sys.executable, "-m", "reasoning_rl.trainers.distributed", str(one), "--accumulation", "2"],
+    subprocess.run([sys.executable, "-m", "tests.helpers.ddp_update", str(one), "--accumulation", "2"],
                    cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
-    subprocess.run([sys.executable, "-m", "reasoning_rl.trainers.distributed", str(whole)],
+    subprocess.run([sys.executable, "-m", "tests.helpers.ddp_update", str(whole)],
                    cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     a, b, c = torch.load(two), torch.load(one), torch.load(whole)
     assert a["world"] == 2 and b["world"] == 1

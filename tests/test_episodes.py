@@ -189,7 +189,7 @@ def _recomputed(model, tok, eps):
     from reasoning_rl.models.logprobs import pad_rollouts, token_logprobs
 
     b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
-                     loss_masks=[e.mask for e in eps])
+                     loss_masks=[e.loss_mask for e in eps])
     with torch.no_grad():
         lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
     on = b.loss_mask.bool()
@@ -208,11 +208,11 @@ def test_an_episode_is_prompt_plus_sampled_ids_plus_observation_ids_token_for_to
         # two calls answered; the third segment is a call past max_tool_calls: not run, the episode ends
         want = sampled[0][k] + obs + sampled[1][k] + obs + sampled[2][k]
         assert e.ids == want and e.reason == "max_tool_calls"
-        assert e.mask == [1] * len(sampled[0][k]) + [0] * len(obs) + [1] * len(sampled[1][k]) + [0] * len(obs) + \
+        assert e.loss_mask == [1] * len(sampled[0][k]) + [0] * len(obs) + [1] * len(sampled[1][k]) + [0] * len(obs) + \
             [1] * len(sampled[2][k])
         s = e.sample()
         assert s.text == "".join(e.texts) and EveryTurnIsACall.OBS not in s.text  # the verifier reads the model only
-        assert len(s.turns) == 3 and s.turns[0]["observation"] == EveryTurnIsACall.OBS
+        assert len(s.turns) == 3 and s.turns[0].observation == EveryTurnIsACall.OBS
 
 
 def test_the_trainer_recomputes_the_engines_logprobs_on_model_tokens(tiny):
@@ -273,7 +273,7 @@ def test_a_later_turn_runs_only_its_new_tokens_and_samples_what_re_encoding_woul
     for turn in (1, 2):  # then every episode's last sampled token and the observation, against its whole ids
         assert reused[turn][0] == 4 * (1 + obs) < fed[turn][0]
     for a, b in zip(kept, again):
-        assert a.ids == b.ids and a.mask == b.mask
+        assert a.ids == b.ids and a.loss_mask == b.loss_mask
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
     _recomputed(model, tok, kept)
     assert len({tuple(e.ids) for e in kept[:2]}) > 1
@@ -334,8 +334,8 @@ def test_episodes_on_an_openai_server_are_token_ids_in_and_token_ids_out(tiny):
     sent = sorted(tuple(b["prompt"]) for b in srv.bodies)
     want = []
     for e in eps:  # turn t's request: the prompt, then every earlier segment followed by its observation
-        seg = [t["tokens"] for t in e.turns]
-        assert e.mask == [1] * seg[0] + [0] * len(obs) + [1] * seg[1] + [0] * len(obs) + [1] * seg[2]
+        seg = [t.tokens for t in e.turns]
+        assert e.loss_mask == [1] * seg[0] + [0] * len(obs) + [1] * seg[1] + [0] * len(obs) + [1] * seg[2]
         assert e.ids[seg[0]:seg[0] + len(obs)] == obs and e.reason == "max_tool_calls"
         cut = [0, seg[0] + len(obs), seg[0] + seg[1] + 2 * len(obs)]
         want += [tuple(e.prompt_ids + e.ids[:c]) for c in cut]
@@ -492,7 +492,7 @@ def test_the_python_environment_in_a_run_and_its_config_checks(tmp_path):
     from reasoning_rl.trainers.grpo import train_grpo
 
     with pytest.raises(ConfigError, match="grpo.environment: unknown environment 'nope'; valid: .*python"):
-        config.load(Config, overrides=["grpo.environment=nope"])
+        train_grpo(config.load(Config, overrides=["grpo.environment=nope", f"output_dir={tmp_path}"]))
     with pytest.raises(ConfigError, match="runs its episodes on engine hf, vllm or openai; got grpo.engine='worker'"):
         config.load(Config, overrides=["grpo.environment=python", "grpo.engine=worker"])
     cfg = config.load(Config, overrides=RUN + ["grpo.environment=python", "grpo.steps=1", f"output_dir={tmp_path}"])
@@ -667,14 +667,14 @@ def test_a_structured_tool_call_runs_and_is_checked_against_the_templates_render
     (e,) = run_episodes(None, tok, tool, [row], SamplingConfig(temperature=0.0, max_tokens=64),
                         EpisodeLimits(max_turns=3, max_tool_calls=2, max_episode_tokens=300, tool_format="chat"),
                         stop_ids=[end], engine=engine)
-    assert e.reason == "answer" and e.tool_calls == 1 and "42" in e.turns[0]["observation"]
+    assert e.reason == "answer" and e.tool_calls == 1 and "42" in e.turns[0].observation
     assert e.conv[1] == {"role": "assistant", "content": "Let me compute.", "tool_calls": [
         {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6 * 7)"}}}]}
-    assert e.conv[2] == {"role": "tool", "content": e.turns[0]["observation"]}
+    assert e.conv[2] == {"role": "tool", "content": e.turns[0].observation}
     if mismatch == "last turn":  # everything up to the final turn is the template's conversation
-        assert e.turns[-1]["template_mismatch"] == len(e.prompt_ids) + len(e.ids) - e.turns[-1]["tokens"]
+        assert e.turns[-1].template_mismatch == len(e.prompt_ids) + len(e.ids) - e.turns[-1].tokens
         return
-    assert ("template_mismatch" in e.turns[-1]) is mismatch
+    assert (e.turns[-1].template_mismatch is not None) is mismatch
     if not mismatch:  # token for token the template's conversation (which closes the last turn with a newline)
         full = tok.apply_chat_template(e.conv, tools=schemas, tokenize=True)
         full = list(full["input_ids"] if hasattr(full, "keys") else full)
@@ -712,10 +712,10 @@ def test_chat_format_episodes_are_the_templates_conversation_token_for_token(smo
     obs = tok("\n" + tool_message.format(EveryTurnIsACall.OBS) + "<|im_start|>assistant\n",
               add_special_tokens=False)["input_ids"]
     assert e.ids == first + obs + sampled[1][0][:len(e.ids) - len(first) - len(obs)]
-    assert e.mask == [1] * len(first) + [0] * len(obs) + [1] * (len(e.ids) - len(first) - len(obs))
+    assert e.loss_mask == [1] * len(first) + [0] * len(obs) + [1] * (len(e.ids) - len(first) - len(obs))
     assert e.conv[1] == {"role": "assistant", "content": tok.decode(first[:-1], skip_special_tokens=False)}
     assert e.conv[2] == {"role": "tool", "content": EveryTurnIsACall.OBS}
-    assert all("template_mismatch" not in t for t in e.turns)
+    assert all(t.template_mismatch is None for t in e.turns)
     full = tok.apply_chat_template(e.conv, tokenize=True)
     full = list(full["input_ids"] if hasattr(full, "keys") else full)
     assert full[:len(e.prompt_ids) + len(e.ids)] == e.prompt_ids + e.ids
@@ -738,7 +738,7 @@ def test_a_template_that_rewrites_earlier_turns_is_reported_not_hidden(smollm2):
     limits = EpisodeLimits(max_turns=2, max_tool_calls=1, max_episode_tokens=200, tool_format="chat")
     (e,) = run_episodes(model, tok, EveryTurnIsACall(), [row], SamplingConfig(temperature=0.0, max_tokens=24), limits)
     # the first assistant turn's words are where the template and the episode part
-    assert e.turns[-1]["template_mismatch"] == len(e.prompt_ids)
+    assert e.turns[-1].template_mismatch == len(e.prompt_ids)
     assert episode_metrics([e.sample()])["tools/template_mismatch"] == 1.0
 
 
@@ -757,14 +757,14 @@ def test_void_turns_are_counted_and_filtered_from_the_loss_only_when_asked(tiny)
     from reasoning_rl import config
     from reasoning_rl.config.sections import Config
     from reasoning_rl.trainers.grpo_batch import is_void, make_batch
-    from reasoning_rl.types import Group, Sample, Verdict
+    from reasoning_rl.types import Group, Sample, Turn, Verdict
 
     _, tok = tiny
-    cases = [({"model": "so 4", "call": ""}, Verdict.correct(), False),            # an answer
-             ({"model": "```python\nprint(2)\n```", "call": "print(2)"}, Verdict.incorrect(), False),  # a call
-             ({"model": "hmm", "call": ""}, Verdict.unparseable(), True),          # neither: void
-             ({"model": "so 5", "call": ""}, Verdict.incorrect(), False)]          # a wrong answer is not void
-    samples = [Sample(t["model"], (5, 6), (-1.0, -1.0), turns=(t,), verdicts={"math": v}) for t, v, _ in cases]
+    cases = [(Turn("so 4"), Verdict.correct(), False),                                        # an answer
+             (Turn("```python\nprint(2)\n```", call="print(2)"), Verdict.incorrect(), False),  # a call
+             (Turn("hmm"), Verdict.unparseable(), True),                                     # neither: void
+             (Turn("so 5"), Verdict.incorrect(), False)]                                     # a wrong answer is not void
+    samples = [Sample(t.model, (5, 6), (-1.0, -1.0), turns=(t,), verdicts={"math": v}) for t, v, _ in cases]
     assert [is_void(s, "math") for s in samples] == [c[2] for c in cases]
     assert not is_void(Sample("hmm", (5,), (-1.0,), verdicts={"math": Verdict.unparseable()}), "math")
     reward = __import__("verifiers").Reward.single("math")

@@ -3,6 +3,8 @@ unrelated `verifiers`, `sandboxes` or `curricula` packages on PyPI)."""
 import json
 import subprocess
 
+import pytest
+
 from .conftest import PY, ROOT, run_env
 
 PROBE = """
@@ -92,32 +94,99 @@ def test_the_cycle_check_sees_function_local_imports(tmp_path, monkeypatch):
     assert "curricula.a" in graph["curricula.b"] and "curricula.b" in graph["curricula.a"]
 
 
-# The layers, lowest first (docs/architecture.md, "Layers"): a module imports from its own layer or a lower one.
-#   0  reasoning_rl.types, .registry, .errors (and the package's light __init__): the types at the seams
-#   1  sandboxes
-#   2  verifiers, curricula
-#   3  the rest of reasoning_rl: tasks, models, engines, trainers, the CLI
-BOTTOM = ("reasoning_rl", "reasoning_rl.types", "reasoning_rl.registry", "reasoning_rl.errors")
-LAYER_OF_PACKAGE = {"sandboxes": 1, "verifiers": 2, "curricula": 2, "reasoning_rl": 3}
+# The rows, lowest first: docs/architecture.md's table "Layers: one row per folder" is the specification. A module
+# imports from its own row or a lower one; each row is a folder (or a few top-level modules) of the project.
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
-def _layer(module: str) -> int:
-    return 0 if module in BOTTOM else LAYER_OF_PACKAGE[module.split(".")[0]]
+def layer_table(text: str | None = None) -> list[tuple[int, tuple[str, ...], str]]:
+    """(row, module prefixes, may-import cell) of each line of the architecture page's table."""
+    import re
+
+    text = ARCHITECTURE.read_text() if text is None else text
+    body = text.split("## Layers: one row per folder", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].isdigit():
+            continue
+        paths = re.findall(r"`([^`]+)`", cells[1])
+        prefixes = tuple(p.removesuffix("/").removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+                         for p in paths)
+        rows.append((int(cells[0]), prefixes, cells[3]))
+    return rows
 
 
-def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts if _layer(t) > _layer(m))
+def layer_of(module: str, table) -> int:
+    """The row of the longest prefix that names `module`; KeyError for a module no row names."""
+    best, row = "", None
+    for n, prefixes, _ in table:
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > len(best):
+                best, row = p, n
+    if row is None:
+        raise KeyError(module)
+    return row
 
 
-def test_no_module_imports_from_a_layer_above_its_own():
+def upward_imports(graph: dict[str, set[str]], table=None) -> list[str]:
+    table = layer_table() if table is None else table
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts if layer_of(t, table) > layer_of(m, table))
+
+
+def test_the_table_is_one_row_per_folder_in_order_and_says_what_each_may_import():
+    table = layer_table()
+    assert [n for n, _, _ in table] == list(range(len(table))) and len(table) >= 10
+    for n, prefixes, may in table:
+        assert prefixes, f"row {n} names no folder"
+        want = "the standard library" if n == 0 else "row 0" if n == 1 else f"rows 0-{n - 1}"
+        assert may.startswith(want), f"row {n}: 'may import' says {may!r}, the checked rule is {want!r}"
+
+
+def test_every_module_belongs_to_a_row():
+    table = layer_table()
+    missing = []
+    for m in _internal_imports():
+        try:
+            layer_of(m, table)
+        except KeyError:
+            missing.append(m)
+    assert missing == [], f"modules no row of docs/architecture.md names: {missing}"
+
+
+def test_every_folder_of_the_package_has_a_row():
+    table = layer_table()
+    named = {p for _, prefixes, _ in table for p in prefixes}
+    folders = {f"reasoning_rl.{d.name}" for d in (ROOT / "reasoning_rl").iterdir()
+               if d.is_dir() and (d / "__init__.py").exists()}
+    assert folders <= named, f"folders without a row of their own: {sorted(folders - named)}"
+
+
+def test_no_module_imports_from_a_row_below_its_own():
+    table = layer_table()
     graph = _internal_imports()
-    assert _layer("verifiers.code") == _layer("curricula.ledger") == 2 and _layer("reasoning_rl.trainers.loop") == 3
-    assert _layer("reasoning_rl.types") == 0 and _layer("sandboxes.plain") == 1
-    assert upward_imports(graph) == []
+    assert layer_of("verifiers.code", table) == layer_of("curricula.ledger", table) == 2
+    assert layer_of("reasoning_rl.types", table) == 0 and layer_of("sandboxes.plain", table) == 1
+    assert layer_of("reasoning_rl.config.knobs", table) < layer_of("reasoning_rl.models.load", table) \
+        < layer_of("reasoning_rl.rollout.hf", table) < layer_of("reasoning_rl.trainers.loop", table) \
+        < layer_of("reasoning_rl.cli.commands", table)
+    assert upward_imports(graph, table) == []
 
 
 def test_the_layer_check_sees_an_upward_import():
     graph = _internal_imports()
-    graph["verifiers.judge"] = graph["verifiers.judge"] | {"reasoning_rl.models"}  # a verifier reaching into torch code
+    graph["verifiers.judge"] = graph["verifiers.judge"] | {"reasoning_rl.models.load"}  # a verifier reaching into torch
     graph["reasoning_rl.types"] = graph["reasoning_rl.types"] | {"curricula.ledger"}
-    assert upward_imports(graph) == ["reasoning_rl.types -> curricula.ledger", "verifiers.judge -> reasoning_rl.models"]
+    graph["reasoning_rl.models.logprobs"] = graph["reasoning_rl.models.logprobs"] | {"reasoning_rl.rollout.decode"}
+    graph["reasoning_rl.config.rl"] = graph["reasoning_rl.config.rl"] | {"reasoning_rl.rollout.environments"}
+    assert upward_imports(graph) == ["reasoning_rl.config.rl -> reasoning_rl.rollout.environments",
+                                     "reasoning_rl.models.logprobs -> reasoning_rl.rollout.decode",
+                                     "reasoning_rl.types -> curricula.ledger",
+                                     "verifiers.judge -> reasoning_rl.models.load"]
+
+
+def test_the_table_reader_sees_a_module_without_a_row():
+    table = layer_table("## Layers: one row per folder\n| 0 | `reasoning_rl/types.py` | x | the standard library |\n")
+    assert layer_of("reasoning_rl.types", table) == 0
+    with pytest.raises(KeyError):
+        layer_of("reasoning_rl.newfolder.thing", table)

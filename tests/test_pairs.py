@@ -92,6 +92,7 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
     from reasoning_rl.data.curate import sample_verified
     from reasoning_rl.models.load import load_policy
     from reasoning_rl.rollout import SamplingConfig
+    from reasoning_rl.eval import held_out
     from reasoning_rl.task.task import Task
     from reasoning_rl.trainers.dpo import train_dpo_ours, train_dpo_trl
 
@@ -105,10 +106,10 @@ def test_our_dpo_and_trls_reach_comparable_margins_on_the_same_pairs_and_raise_h
     pairs, _ = build_pairs(groups, "math")
     rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected} for p in pairs]
     assert len(rows) > 1000
-    before = task.evaluate(model, tok, heldout)
+    before = held_out.accuracy(task, model, tok, heldout)
     ours_model = load_policy(cfg)[0]
     ours = train_dpo_ours(cfg, ours_model, tok, rows, log=lambda *_: None)
-    after = task.evaluate(ours_model.eval(), tok, heldout)
+    after = held_out.accuracy(task, ours_model.eval(), tok, heldout)
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:

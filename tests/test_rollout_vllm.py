@@ -76,7 +76,7 @@ def test_openai_engine_pushes_weights_to_a_vllm_server_and_grpo_trains_against_i
     from reasoning_rl import config
     from reasoning_rl.config.sections import Config
     from reasoning_rl.rollout.environments import ENVIRONMENTS
-    from reasoning_rl.eval.metrics import greedy_complete
+    from reasoning_rl.rollout.greedy import greedy_complete
     from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import SamplingConfig, logprob_mismatch
     from reasoning_rl.rollout.openai import OpenAIEngine

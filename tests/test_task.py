@@ -10,6 +10,7 @@ import pytest
 from reasoning_rl.config.knobs import from_dict
 from reasoning_rl.config.sections import GRPOConfig, TaskConfig
 from reasoning_rl.errors import UserError
+from reasoning_rl.eval import held_out
 from reasoning_rl.task.task import Task, gsm8k_answer, last_boxed
 from reasoning_rl.task.check import probe_references
 from reasoning_rl.task.sources import load_split_rows
@@ -251,22 +252,22 @@ def test_a_held_out_split_can_be_a_file_of_its_own(tmp_path):
 
 
 def test_heldout_accuracy_is_the_outcome_verifiers_verdict(monkeypatch):
-    import reasoning_rl.eval.metrics as ev
+    import reasoning_rl.rollout.greedy as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
     # the boxed answer is right, the last number is not: the `math` verifier passes it, a last-integer check would not
     outs = [f"so \\boxed{{{r['answer']}}}, not {int(r['answer']) + 1}" for r in rows]
     monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(outs)))
-    assert task.evaluate(None, None, rows) == 1.0
+    assert held_out.accuracy(task, None, None, rows) == 1.0
     monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (["no answer"] * len(rows),
                                                                                       [False] * len(rows)))
-    assert task.evaluate(None, None, rows) == 0.0
+    assert held_out.accuracy(task, None, None, rows) == 0.0
 
 
 def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
     """accuracy = parseable x accuracy among parseable: an empty box is a format failure, a wrong box is not."""
-    import reasoning_rl.eval.metrics as ev
+    import reasoning_rl.rollout.greedy as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
@@ -274,29 +275,29 @@ def test_heldout_splits_accuracy_into_format_and_correctness(monkeypatch):
     outs = [f"\\boxed{{{a[0]}}}", f"\\boxed{{{a[1]}}}", f"\\boxed{{{int(a[2]) + 1}}}", "\\boxed{}", "I do not know.",
             f"The answer is {a[5]}."]  # an empty box and a sentence with no answer are the format failures
     monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(outs)))
-    got = task.held_out(None, None, rows)
+    got = held_out.held_out(task, None, None, rows)
     # stated: the three boxes with an answer in them and the answer phrase; the wrong box counts as stated
     assert got == {"accuracy": 3 / 6, "parseable": 4 / 6, "accuracy_parseable": 3 / 4, "stated": 4 / 6,
                    "accuracy_stated": 3 / 4, "truncated": 0.0}
     outs = [f"Working it out step by step, we get {r['answer']} in the end." for r in rows]  # right, read, not stated
     monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, [False] * len(rows)))
-    got = task.held_out(None, None, rows)
+    got = held_out.held_out(task, None, None, rows)
     assert got["accuracy"] == 1.0 and got["parseable"] == 1.0 and got["stated"] == 0.0
 
 
 def test_heldout_fails_completions_cut_at_max_tokens_unless_told_to_score_them(monkeypatch):
     """eval.truncated: two of six completions were cut mid-sentence after a number the verifier reads as the answer;
     by default they fail (and are counted in `truncated`), with "score" they pass like the others."""
-    import reasoning_rl.eval.metrics as ev
+    import reasoning_rl.rollout.greedy as ev
 
     task = Task.from_config(TaskConfig(num_train=10, num_test=6))
     rows = task.test
     outs = [f"The answer is {r['answer']}" for r in rows]
     cut = [False, True, False, False, True, False]
     monkeypatch.setattr(ev, "greedy_decode", lambda model, tok, prompts, max_new_tokens, **_: (outs, cut))
-    got = task.held_out(None, None, rows)
+    got = held_out.held_out(task, None, None, rows)
     assert got["accuracy"] == 4 / 6 and got["truncated"] == 2 / 6 and got["parseable"] == 1.0
-    assert task.held_out(None, None, rows, truncated="score")["accuracy"] == 1.0
+    assert held_out.held_out(task, None, None, rows, truncated="score")["accuracy"] == 1.0
 
 
 def test_greedy_decode_says_which_completions_were_cut():
@@ -304,7 +305,7 @@ def test_greedy_decode_says_which_completions_were_cut():
     completion ends at once (not cut); with a stop token the model never writes, every completion is cut."""
     from reasoning_rl import config
     from reasoning_rl.config.sections import Config
-    from reasoning_rl.eval.metrics import greedy_decode
+    from reasoning_rl.rollout.greedy import greedy_decode
     from reasoning_rl.models.load import build_tiny
     from reasoning_rl.rollout import decode
 

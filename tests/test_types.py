@@ -90,3 +90,28 @@ def test_masked_as_refuses_scored_status():
     with pytest.raises(ValueError):
         Verdict.masked_as(Status.CORRECT)
     assert math.isclose(Verdict.correct(0.5).score, 0.5)
+
+
+def test_a_samples_loss_mask_has_one_form_and_is_checked():
+    assert Sample("x", (1, 2, 3), (-0.1,) * 3).loss_mask == (1, 1, 1)  # given empty: every token is trained on
+    assert Sample("x", (1, 2, 3), (-0.1,) * 3, loss_mask=(1, 0, 1)).loss_mask == (1, 0, 1)
+    with pytest.raises(ValueError, match="loss_mask"):
+        Sample("x", (1, 2), loss_mask=(1,))
+    with pytest.raises(ValueError, match="loss_mask"):
+        Sample("x", (1, 2), loss_mask=(1, 2))
+
+
+def test_a_turn_round_trips_through_its_archive_form_and_a_samples_dict_turns_become_turns():
+    from reasoning_rl.types import Turn
+
+    answered = Turn("```python\nprint(6*7)\n```", (5, 6, 7), 0.25, call="print(6*7)", observation="42\n", tool_s=0.1)
+    last = Turn("so 42", (8, 9), 0.1, template_mismatch=3)
+    failed = Turn("```python\nx\n```", (4,), call="x", error="sandbox died")
+    for t in (answered, last, failed):
+        assert Turn.from_dict(t.to_dict()) == t
+    assert answered.to_dict()["tokens"] == 3 and "observation" not in last.to_dict()
+    # an older archive's turn: a dict with a token count and no ids
+    s = Sample("so 4", (1, 2), turns=({"model": "so 4", "tokens": 2, "generate_s": 0.5},))
+    assert s.turns == (Turn("so 4", (), 0.5),) and isinstance(s.turns[0], Turn)
+    with pytest.raises(ValueError, match="unknown keys \\['tool'\\]"):
+        Turn.from_dict({"model": "x", "tool": "y"})

@@ -86,6 +86,10 @@ def load_config(args):
     if task:
         tasks = config.from_dict(type(cfg.tasks), {**config.to_dict(cfg.tasks), **task}, prefix="tasks")
         cfg = dataclasses.replace(cfg, tasks=tasks)
+    from ..rollout.environments import check_environment
+
+    for rl in (cfg.grpo, cfg.ppo):
+        check_environment(rl)
     return cfg
 
 

@@ -65,6 +65,7 @@ def cmd_sft(args) -> int:
     if cfg.model.name_or_path != "tiny":
         return _sft_on_target(cfg, args)
     _set_threads(cfg)
+    from ..eval import held_out
     from ..models.load import load_policy
     from ..models.sft import build_sft_checkpoint
 
@@ -72,8 +73,7 @@ def cmd_sft(args) -> int:
     path = build_sft_checkpoint(cfg, force=args.force)
     model, tok = load_policy(cfg)
     test = task.test
-    acc = task.evaluate(model, tok, test[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
-                        truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode)
+    acc = held_out.configured(cfg, task, model, tok, test[: cfg.eval.size])["accuracy"]
     if args.output:
         os.makedirs(args.output, exist_ok=True)
         model.save_pretrained(args.output)

@@ -14,8 +14,9 @@ from ..errors import UserError
 
 def _sft_on_target(cfg, args) -> int:
     """SFT of any Hugging Face model on the task's gold completions (tasks.target_col, or the preset's)."""
-    from ..models.lora import maybe_lora, save_final
+    from ..eval import held_out
     from ..models.load import load_policy
+    from ..models.lora import maybe_lora, save_final
     from ..models.sft import train_sft
 
     if not args.output:
@@ -31,8 +32,7 @@ def _sft_on_target(cfg, args) -> int:
     model, tok = load_policy(cfg)
     model = maybe_lora(model, cfg)
     train_sft(cfg, model, tok, rows)
-    acc = task.evaluate(model, tok, task.rows("test")[: cfg.eval.size], max_new_tokens=cfg.generation.max_tokens,
-                        truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode)
+    acc = held_out.configured(cfg, task, model, tok, task.rows("test")[: cfg.eval.size])["accuracy"]
     import os
 
     parent, name = os.path.split(os.path.abspath(args.output))

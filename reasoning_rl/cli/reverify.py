@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import verifiers
 
-from ..data.archive import options_hash
 from ..errors import UserError
-from ..task.task import checked_text
+from ..task.task import checked_text, options_hash
 from ..task.sources import read_rows
 from ..types import Status
 

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import types
 from typing import Any, Iterable, Literal, Mapping, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -217,7 +218,10 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     with open(path, "rb") as f:
         raw = f.read()
     if path.endswith(".toml"):
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # Python 3.10: the same parser, published as tomli (a dependency there only)
+            import tomli as tomllib
 
         try:
             data = tomllib.loads(raw.decode("utf-8"))

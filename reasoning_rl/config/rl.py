@@ -118,13 +118,7 @@ class RLConfig:
         if self.max_staleness and self.push_every != 1:
             raise ConfigError(f"{self.SECTION}.push_every={self.push_every} with max_staleness={self.max_staleness}: "
                               "max_staleness already sets how old the sampling weights are; leave push_every at 1")
-        if self.environment:
-            from ..rollout.environments import ENVIRONMENTS, load_plugins
-
-            load_plugins()
-            if self.environment not in ENVIRONMENTS:
-                raise ConfigError(f"{self.SECTION}.environment: unknown environment {self.environment!r}; valid: "
-                                  f"{', '.join(ENVIRONMENTS.names())}")
+        if self.environment:  # whether the name is registered is checked before loading (check_environment)
             if self.engine == "worker":
                 raise ConfigError(f"{self.SECTION}.environment={self.environment!r} runs its episodes on engine hf, "
                                   f"vllm or openai; got {self.SECTION}.engine={self.engine!r}")

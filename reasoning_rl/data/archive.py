@@ -10,16 +10,10 @@ can build preference pairs from a finished training run. Standard library only.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Iterable, TextIO
 
 from ..types import Group, Sample, Status, Verdict
-
-
-def options_hash(options: dict) -> str:
-    """A short stable hash of a verifier call's options (sorted JSON; non-JSON values by their repr)."""
-    return hashlib.sha256(json.dumps(options, sort_keys=True, default=repr).encode()).hexdigest()[:12]
 
 
 def provenance(described: dict) -> dict:
@@ -41,10 +35,10 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
                     "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
                                  for k, v in s.verdicts.items()}}
             if s.turns:  # a multi-turn episode: each turn's model text, tool call, observation and timings
-                line["turns"] = [dict(t) for t in s.turns]
-                line["model_tokens"] = sum(s.model_mask)
+                line["turns"] = [t.to_dict() for t in s.turns]
+                line["model_tokens"] = sum(s.loss_mask)
                 # its ids as sampled and which are the model's: what a pair of episodes trains on (data/pairs.py)
-                line["token_ids"], line["loss_mask"] = list(s.token_ids), list(s.model_mask)
+                line["token_ids"], line["loss_mask"] = list(s.token_ids), list(s.loss_mask)
             if s.error:
                 line["error"] = s.error
             if s.weight_version is not None:  # which weights sampled it, and how many updates behind they were

@@ -49,12 +49,12 @@ def _length(s: Sample) -> int:
 def has_observations(s: Sample) -> bool:
     """A multi-turn episode with an environment's output inside its sequence (loss mask 0 somewhere, or a turn
     that was answered)."""
-    return 0 in s.loss_mask or any(t.get("observation") for t in s.turns)
+    return 0 in s.loss_mask or any(t.observation for t in s.turns)
 
 
 def transcript(s: Sample) -> str:
     """An episode's turns as one text: the model's words and the tool's output after each, for reading."""
-    return "".join(t.get("model", "") + (t.get("observation") or "") for t in s.turns) if s.turns else s.text
+    return "".join(t.model + (t.observation or "") for t in s.turns) if s.turns else s.text
 
 
 def _dedup(items: list[tuple[int, Sample]]) -> list[tuple[int, Sample]]:
@@ -102,8 +102,8 @@ def build_pairs(groups: Sequence[Group], outcome: str, cfg: PairConfig = PairCon
             ids = has_observations(c) or has_observations(r)  # an episode on either side: both as sampled ids
             if ids and not (c.token_ids and r.token_ids):  # an episode beside a text without ids: not comparable
                 continue
-            sides = {"chosen_ids": c.token_ids, "chosen_mask": c.model_mask,
-                     "rejected_ids": r.token_ids, "rejected_mask": r.model_mask} \
+            sides = {"chosen_ids": c.token_ids, "chosen_mask": c.loss_mask,
+                     "rejected_ids": r.token_ids, "rejected_mask": r.loss_mask} \
                 if ids else {}
             texts = (transcript(c), transcript(r)) if ids else (c.text, r.text)
             if texts[0] == texts[1]:

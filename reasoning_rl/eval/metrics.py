@@ -1,42 +1,9 @@
-"""Evaluation helpers: greedy completions, unbiased pass@k, maj@k over verified groups.
+"""Sampled-evaluation metrics: unbiased pass@k, maj@k and avg@n over verified groups, with standard errors.
 
-Correctness is never decided here: held-out accuracy is `Task.evaluate` (reasoning_rl/task/task.py), which
-scores greedy completions with the task's outcome verifier, the same check the reward makes.
+Correctness is never decided here: the verdicts come from the task's outcome verifier (Task.verify), the same
+check the reward makes. Not here: greedy held-out scores (held_out.py), the sampling itself (sampled.py).
 """
 from __future__ import annotations
-
-
-
-def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128) -> list[str]:
-    """Greedy completions (the rollout engine's decode loop: finished rows leave the batch), EOS not included."""
-    return greedy_decode(model, tokenizer, prompts, max_new_tokens, batch_size)[0]
-
-
-def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128,
-                  cpu_decode: str = "auto") -> tuple[list[str], list[bool]]:
-    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn);
-    on the kernels `cpu_decode` chooses (GenerationConfig.cpu_decode)."""
-    from ..rollout import cpu_kernels, decode
-    from ..rollout.base import stop_ids
-
-    texts: list[str] = []
-    cut: list[bool] = []
-    tokenizer.padding_side = "left"
-    stops = stop_ids(model, tokenizer)
-    was_training = model.training
-    model.eval()
-    try:
-        with cpu_kernels.decoding(cpu_decode, model):  # packed products, decode attention where chosen; no draws
-            for i in range(0, len(prompts), batch_size):
-                enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
-                ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
-                                                stops, temperature=0.0)
-                for row, n in zip(ids.tolist(), lengths.tolist()):
-                    texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
-                    cut.append(n == 0 or row[n - 1] not in stops)  # the last token kept is no stop
-    finally:
-        model.train(was_training)
-    return texts, cut
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

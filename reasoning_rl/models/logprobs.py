@@ -84,7 +84,7 @@ def _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids, comple
     in training; a cache that is not plain full attention), and the caller runs the plain pass."""
     from transformers import DynamicCache
 
-    from ..rollout.decode import cache_argument, reusable
+    from .cache import cache_argument, reusable
 
     first, inverse = prompt_runs(prompt_ids, prompt_mask)
     if len(first) == len(inverse) or isinstance(model, torch.nn.parallel.DistributedDataParallel) \
@@ -175,7 +175,7 @@ def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], l
     p_ids, p_mask = pad_prompts(prompt_ids, pad_id)
     c_ids, c_mask = pad_completions(completion_ids, pad_id)
     loss = c_mask
-    if loss_masks is not None and any(loss_masks):
+    if loss_masks is not None and any(0 in m for m in loss_masks):
         rows = [list(m) if m else [1] * len(c) for m, c in zip(loss_masks, completion_ids)]
         loss = pad_values(rows, tuple(c_ids.shape)).to(c_mask.dtype) * c_mask
     b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)), loss)

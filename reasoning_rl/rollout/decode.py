@@ -33,9 +33,9 @@ speculative decoding, or prefixes shared between different prompts (a system pro
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
+
+from ..models.cache import cache_argument
 
 
 def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
@@ -53,22 +53,6 @@ def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
 
 
 RowCache = list  # one row's cache: per layer (keys, values), each (H, L, D) over the row's L real positions
-
-
-def cache_argument(model) -> str:
-    """The forward argument a cache goes in: transformers >= 5.2x names it `cache` (`past_key_values` is
-    deprecated); older ones only know the latter. A peft model passes keywords on to the model it wraps."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
-
-
-def reusable(model) -> bool:
-    """Whether a row's cache can be cut and batched again: every layer a plain full-attention DynamicLayer (not a
-    sliding window, not a recurrent state)."""
-    from transformers import DynamicCache
-
-    layers = DynamicCache(config=model.config).layers
-    return bool(layers) and all(type(x).__name__ == "DynamicLayer" for x in layers)
 
 
 def continue_cache(model, rows: list[RowCache | None], keep: list[int]):

@@ -322,6 +322,19 @@ def prompt_tools(rl) -> list | None:
     return list(ENVIRONMENTS.get(rl.environment).TOOLS) or None
 
 
+def check_environment(rl) -> None:
+    """A run section's `environment` names a registered environment (plugins included), else one line naming it and
+    the valid ones. Checked before any model loads (the command line, the RL loop's set-up), not by the config."""
+    if not rl.environment:
+        return
+    from ..config.knobs import ConfigError
+
+    load_plugins()
+    if rl.environment not in ENVIRONMENTS:
+        raise ConfigError(f"{rl.SECTION}.environment: unknown environment {rl.environment!r}; valid: "
+                          f"{', '.join(ENVIRONMENTS.names())}")
+
+
 def load_plugins() -> list[str]:
     """Register the environments published under the entry-point group; returns one line per plugin that failed."""
     from importlib import metadata as md

@@ -3,7 +3,6 @@
     run_episodes(model, tok, env, rows, sampling, limits, engine=None)     every row's episode, advancing together
     Episode.sample() -> Sample                                             token_ids, logprobs, loss_mask, turns
     EpisodeEngine(model, tok, env, limits, engine).generate(rows, n, sampling)   the loop's engine (grpo.environment)
-    held_out_episodes(task, model, tok, env, rows, limits, max_tokens)     held-out scores of greedy episodes
 
 One episode is one sequence: the prompt's ids, then each model segment exactly as sampled, then each observation
 tokenized once and appended. Model tokens are never decoded and encoded again: what the trainer scores is what the
@@ -30,12 +29,13 @@ Not here either: an environment's turns on the `worker` engine (refused).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..types import Sample, Turn
 from .environments import Environment, Step
-from ..types import Sample
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ class Episode:
     prompt_ids: list[int]
     ids: list[int] = field(default_factory=list)  # after the prompt
     logprobs: list[float] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)  # 1 on the model's tokens, 0 on the observations'
     texts: list[str] = field(default_factory=list)  # the model's segments
-    turns: list[dict] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     tool_calls: int = 0
     done: bool = False
     reason: str = ""
@@ -71,14 +71,14 @@ class Episode:
 
     def sample(self) -> Sample:
         return Sample("".join(self.texts), tuple(self.ids), tuple(self.logprobs),
-                      "length" if self.truncated else "stop", loss_mask=tuple(self.mask), turns=tuple(self.turns),
+                      "length" if self.truncated else "stop", loss_mask=tuple(self.loss_mask), turns=tuple(self.turns),
                       error=self.failure)
 
     def add(self, ids: Sequence[int], logprobs: Sequence[float] | None) -> None:
         """Append model tokens (with their log-probs) or, with logprobs None, observation tokens."""
         self.ids += list(ids)
         self.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
-        self.mask += [1 if logprobs is not None else 0] * len(ids)
+        self.loss_mask += [1 if logprobs is not None else 0] * len(ids)
 
 
 def _cut(tok, ids: list[int], end_char: int) -> int:
@@ -137,8 +137,9 @@ def _observe(tok, e: Episode, st: Step, chat: bool, max_episode_tokens: int) -> 
     ids are appended once (the template's tool message in the chat format), unless the environment failed (the
     episode ends, to be masked) or there is no room left to answer after it (the episode ends truncated)."""
     e.tool_calls += st.tool_call
-    e.turns[-1].update(call=st.call, observation=st.observation, tool_s=round(st.seconds, 3),
-                       program_error=st.program_error)
+    e.turns[-1] = dataclasses.replace(e.turns[-1], call=st.call, observation=None if st.failed else st.observation,
+                                      tool_s=round(st.seconds, 3), program_error=st.program_error,
+                                      error=st.reason if st.failed else "")
     if st.failed:
         e.done, e.reason, e.failure = True, "environment failed", st.reason
         return
@@ -217,7 +218,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 text = tok.decode(seg_ids, skip_special_tokens=True)
                 e.add(seg_ids, seg_lp)
                 e.texts.append(text)
-                e.turns.append({"model": text, "tokens": len(seg_ids), "generate_s": round(gen_s, 3)})
+                e.turns.append(Turn(text, tuple(seg_ids), round(gen_s, 3)))
                 if end is None:
                     e.done, e.reason = True, "answer" if ended else "truncated"
                     e.truncated = not ended
@@ -236,7 +237,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
             if chat:  # reported, never hidden: the trained ids are the sampled ones either way
                 pos = template_mismatch(tok, e)
                 if pos is not None:
-                    e.turns[-1]["template_mismatch"] = pos
+                    e.turns[-1] = dataclasses.replace(e.turns[-1], template_mismatch=pos)
     finally:
         forget([(run, i) for i in range(len(eps))])
         if model is not None:
@@ -291,41 +292,12 @@ def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
     of samples whose environment failed (masked), turns per sample, truncated episodes, seconds in tools."""
     n = max(1, len(samples))
     turns = [t for s in samples for t in s.turns]
-    calls = sum(bool(t.get("call")) for t in turns)
+    calls = sum(bool(t.call) for t in turns)
     return {"tools/calls_per_sample": calls / n,
-            "tools/program_error_rate": sum(bool(t.get("program_error")) for t in turns) / max(1, calls),
+            "tools/program_error_rate": sum(t.program_error for t in turns) / max(1, calls),
             "tools/failure_rate": sum(bool(s.error) for s in samples) / n,
             "tools/turns_per_sample": len(turns) / n,
             "tools/truncated": sum(s.truncated for s in samples) / n,
-            "tools/template_mismatch": sum(any("template_mismatch" in t for t in s.turns) for s in samples) / n,
-            "time/tools": sum(t.get("tool_s", 0.0) for t in turns)}
-
-
-def held_out_episodes(task, model, tok, env: Environment, rows: Sequence[dict], limits: EpisodeLimits,
-                      max_tokens: int, pool=None, truncated: str = "fail", cpu_decode: str = "auto"
-                      ) -> dict[str, float]:
-    """Held-out scores of greedy episodes, scored as `Task.held_out` scores single completions
-    (`Task.score_held_out`: a truncated episode is a fail with truncated="fail", one whose environment failed is
-    never a pass), and `tool_calls` per episode. `cpu_decode`: GenerationConfig's."""
-    from . import SamplingConfig
-
-    eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"],
-                                          **{k: r[k] for k in ("messages", "tools") if k in r}}
-                                         for i, r in enumerate(rows)],
-                       SamplingConfig(temperature=0.0, max_tokens=max_tokens, cpu_decode=cpu_decode), limits)
-    out = task.score_held_out(rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,
-                              failed=[bool(e.failure) for e in eps])
-    return dict(out, tool_calls=sum(e.tool_calls for e in eps) / max(1, len(rows)))
-
-
-def held_out_with(rl, task, model, tok, rows: Sequence[dict], max_tokens: int, pool=None,
-                  truncated: str = "fail", cpu_decode: str = "auto") -> dict[str, float]:
-    """`held_out_episodes` with the environment and limits a run's `grpo` section names (the loop's evaluation)."""
-    from .environments import ENVIRONMENTS
-
-    env = ENVIRONMENTS.get(rl.environment).from_config(rl)
-    try:
-        return held_out_episodes(task, model, tok, env, rows, EpisodeLimits.of(rl), max_tokens, pool, truncated,
-                                 cpu_decode)
-    finally:
-        getattr(env, "shutdown", lambda: None)()
+            "tools/template_mismatch": sum(any(t.template_mismatch is not None for t in s.turns)
+                                           for s in samples) / n,
+            "time/tools": sum(t.tool_s for t in turns)}

@@ -23,6 +23,7 @@ from typing import Sequence
 
 from ..models.logprobs import pad_prompts
 from ..types import Group, Sample
+from ..models.cache import reusable
 from . import cpu_kernels, decode
 from .base import PromptRow, SamplingConfig, as_rows, common_prefix, render_prompt, stop_ids
 
@@ -83,7 +84,7 @@ class HFEngine:
         observation recomputes a few cached tokens: the batch stays left-padded only."""
         model, pad = self.model, self.tokenizer.pad_token_id
         seqs = [list(s) for s in seqs]
-        reuse = keys is not None and sampling.reuse_turn_cache and decode.reusable(model)
+        reuse = keys is not None and sampling.reuse_turn_cache and reusable(model)
         past, fresh = None, [0] * len(seqs)
         if reuse:
             have = [self._turn_kv.get(k) for k in keys]

@@ -4,11 +4,11 @@
     task.render(tokenizer)                   every row's `prompt` as the model will see it; over-long rows dropped
     task.reward(rl)                          the verifiers.Reward of the task's terms (one is the outcome)
     task.checked_text(row, completion)       what the outcome verifier reads (a code body: raw prompt + it)
-    task.evaluate(model, tok, rows, pool)    held-out greedy accuracy through the outcome verifier
 
 Every command takes its data through one `Task`: `train grpo|ppo|dpo`, `curate`, `pairs`, `eval`,
 the trainers' held-out evaluation and `task check`. The same verifier decides correctness in
-training and in evaluation (nanochat's task files own both; so does this object).
+training and in evaluation (nanochat's task files own both; so does this object). A task never generates:
+held-out scores are reasoning_rl/eval/held_out.py's, which call `verify` on what the model wrote.
 
 A row, once normalised, is a dict: `prompt_id`, `prompt` (rendered), `raw` (the user's prompt: text
 or chat messages), `reference`, `refs` (references of terms that read another column), `task` (the
@@ -21,6 +21,7 @@ procedural generators (task/embedded/).
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -304,54 +305,8 @@ class Task:
         return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
                            pool=pool, truncated=[s.finish_reason == "length" for _, s in flat])
 
-    def evaluate(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
-                 truncated: str = "fail", cpu_decode: str = "auto") -> float:
-        """Share of rows whose greedy completion the outcome verifier passes (a masked verdict is not a pass)."""
-        return self.held_out(model, tokenizer, rows, pool, max_new_tokens, truncated, cpu_decode)["accuracy"]
-
-    def held_out(self, model, tokenizer, rows: Sequence[dict], pool=None, max_new_tokens: int = 32,
-                 truncated: str = "fail", cpu_decode: str = "auto") -> dict[str, float]:
-        """Greedy held-out scores: `accuracy` (passes over rows), and the split of it into format and correctness:
-        `parseable` (the share of rows whose completion has an answer the outcome verifier read: a verdict of
-        CORRECT or INCORRECT, not UNPARSEABLE or masked; the `math` verifier reads a short output whole and falls
-        back to the last number), and where the outcome verifier can tell (`states_answer`, the math verifier's),
-        `stated` (completions that state their answer in an answer form: a box, ####, "the answer is", ...) and
-        `accuracy_stated` (passes among those) and `accuracy_parseable` (passes among those; 0 when there are none).
-        `truncated` is the share of completions cut at `max_new_tokens`; with truncated="fail" (eval.truncated)
-        none of them counts as a pass, whatever the verifier read in it. `cpu_decode`: GenerationConfig's."""
-        from ..eval.metrics import greedy_decode
-
-        if not rows:
-            raise UserError(f"eval: no held-out rows of {self.source!r} to evaluate")
-        completions, cut = greedy_decode(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens,
-                                         cpu_decode=cpu_decode)
-        return self.score_held_out(rows, completions, cut, pool, truncated)
-
-    def score_held_out(self, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[bool], pool=None,
-                       truncated: str = "fail", failed: Sequence[bool] | None = None) -> dict[str, float]:
-        """`held_out`'s scores of given completions (`cut`: each was cut at its token limit): what greedy
-        completions and greedy multi-turn episodes (rollout/episodes.py) are both scored by. `failed`: the completion's
-        environment failed, so it is never a pass."""
-        failed = failed or [False] * len(rows)
-        verdicts = [v[self.outcome] for v in self.verify(self.outcome_reward(), rows, completions, pool=pool,
-                                                         truncated=cut)]
-        ok = [bool(v.passed) and not (c and truncated == "fail") and not f for v, c, f in zip(verdicts, cut, failed)]
-        passed = sum(ok)
-        parsed = sum(v.status in (Status.CORRECT, Status.INCORRECT) for v in verdicts)
-        out = {"accuracy": passed / len(rows), "parseable": parsed / len(rows),
-               "accuracy_parseable": passed / parsed if parsed else 0.0, "truncated": sum(cut) / len(rows)}
-        states = getattr(verifiers.get(self.outcome), "states_answer", None)
-        if states is not None:  # the math verifier: did the completion state its answer, or was one read into it?
-            stated = [states(self.checked_text(r, c)) for r, c in zip(rows, completions)]
-            n = sum(stated)
-            out.update(stated=n / len(rows),
-                       accuracy_stated=sum(o for o, s in zip(ok, stated) if s) / n if n else 0.0)
-        return out
-
     def describe(self, reward: verifiers.Reward) -> dict:
         """What a run records in task.json: how samples were checked and by which verifiers (reverify reads it)."""
-        from ..data.archive import options_hash
-
         return {"source": self.source, "outcome": self.outcome, "checked": self.checked,
                 "terms": [{"verifier": t.verifier, "weight": t.weight, "options": dict(t.options),
                            "version": verifiers.get(t.verifier).version, "options_hash": options_hash(dict(t.options))}
@@ -368,6 +323,11 @@ class Task:
     def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
         for reason, n in sorted(self.dropped.items()):
             log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+
+
+def options_hash(options: dict) -> str:
+    """A short stable hash of a verifier call's options (sorted JSON; non-JSON values by their repr)."""
+    return hashlib.sha256(json.dumps(options, sort_keys=True, default=repr).encode()).hexdigest()[:12]
 
 
 def _unless_failed(s: Sample, verdicts: dict) -> dict:

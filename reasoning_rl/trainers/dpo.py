@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from ..config.sections import Config
 from ..errors import UserError
+from ..eval import held_out
 from ..models.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
 from ..models.lora import is_lora, reference_of
 from ..algos.losses import dpo_sigmoid, rpo_nll
@@ -238,10 +239,8 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     model = maybe_lora(model, cfg)  # with adapters, DPO's reference is the base model with them disabled
     if rows is None:
         rows = _sampled_pairs(cfg, model, tok, task, ranks, log)
-    evals, max_tokens = task.test[: cfg.eval.size], cfg.generation.max_tokens
-    truncated, kernels = cfg.eval.truncated, cfg.generation.cpu_decode
-    before = (task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated, cpu_decode=kernels)
-              if ranks.main else None)
+    evals = task.test[: cfg.eval.size]
+    before = held_out.configured(cfg, task, model, tok, evals)["accuracy"] if ranks.main else None
     lines: list[dict] = [{"step": 0, "eval/accuracy": before}] if ranks.main else []
     if backend == "trl":
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"), log=log)
@@ -249,7 +248,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
         m = train_dpo_ours(cfg, model, tok, rows, log=log, record=lines.append)
     after = None
     if ranks.main:
-        after = task.evaluate(model, tok, evals, max_new_tokens=max_tokens, truncated=truncated, cpu_decode=kernels)
+        after = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
         save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}")
         last = lines[-1]["step"] if lines else 0
         lines.append({"step": last if len(lines) > 1 else last + 1, "eval/accuracy": after,

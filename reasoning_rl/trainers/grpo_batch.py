@@ -37,7 +37,7 @@ class GRPOBatch:
 def is_void(s, outcome: str) -> bool:
     """An episode that ended on a void turn: its last turn called no tool and the outcome verifier read no answer
     (UNPARSEABLE). Single-turn samples are never void."""
-    if not s.turns or s.turns[-1].get("call"):
+    if not s.turns or s.turns[-1].call:
         return False
     v = s.verdicts.get(outcome)
     return v is not None and v.status is Status.UNPARSEABLE
@@ -154,9 +154,9 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
         sub = torch.tensor(chunk, dtype=torch.long)
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
         tc = c_ids.shape[1]
-        l_mask = mb.loss_mask[sub][:, :tc]  # (n, tc) c_mask less observation tokens: the loss never sees those
+        loss_mask = mb.loss_mask[sub][:, :tc]  # (n, tc) c_mask less observation tokens: the loss never sees those
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
-        share = float(l_mask.sum() / T)  # of the minibatch's trained tokens
+        share = float(loss_mask.sum() / T)  # of the minibatch's trained tokens
         w = share if agg == "token_mean" else len(chunk) / len(idx)
         with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
             with autocast(gcfg.bf16):
@@ -168,12 +168,12 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
                         lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
                                               share_prompts=share_prompts)
             W_sub = None if W is None else W[sub][:, :tc]  # (n, tc) token weights, or (n, 1) sequence weights
-            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, l_mask, lref, W_sub)
+            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, loss_mask, lref, W_sub)
             loss = out.loss
             if entropy_coef:  # the bonus as a loss: -coef * H, aggregated like the policy term
-                loss = loss - entropy_coef * aggregate(ent, l_mask, agg, gen.max_tokens)
+                loss = loss - entropy_coef * aggregate(ent, loss_mask, agg, gen.max_tokens)
             (loss * w).backward()
-        out.metrics["entropy"] = masked_mean(ent.detach(), l_mask)  # of the policy at the sampled states, per token
+        out.metrics["entropy"] = masked_mean(ent.detach(), loss_mask)  # of the policy at the sampled states, a token
         for name, v in out.metrics.items():
             if name == "ratio/max":
                 metrics[name] = max(metrics.get(name, v), v)

@@ -63,8 +63,9 @@ from ..data.archive import provenance, write_groups
 from ..config.knobs import to_dict
 from ..config.sections import Config, RLConfig
 from ..errors import UserError
+from ..eval import held_out
 from ..models.device import resolve_threads
-from ..rollout.environments import prompt_tools
+from ..rollout.environments import check_environment, prompt_tools
 from .interrupts import Interrupted, stop_requests
 from ..models.lora import maybe_lora, reference_of
 from ..models.load import load_policy, load_tokenizer
@@ -80,7 +81,8 @@ from .metrics import MetricsWriter
 from .monitors import Monitors
 from .algorithm import Algorithm, Learner, Net, adamw
 from .pipeline import RoundPipeline, staleness_metrics
-from .rounds import Round, Rounds, SandboxTally, WeightSync, make_engine, round_metrics, round_seed
+from ..rollout.engines import make_engine
+from .rounds import Round, Rounds, SandboxTally, WeightSync, round_metrics, round_seed
 
 
 @dataclass
@@ -129,14 +131,7 @@ class Run:
     def evaluate(self) -> dict[str, float]:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
         eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
-        if self.rl.environment:  # multi-turn: greedy episodes with the run's environment
-            from ..rollout.episodes import held_out_with
-
-            got = held_out_with(self.rl, self.task, self.model, self.tok, self.evals, self.cfg.generation.max_tokens,
-                                self.pool, self.cfg.eval.truncated, self.cfg.generation.cpu_decode)
-        else:
-            got = self.task.held_out(self.model, self.tok, self.evals, self.pool, self.cfg.generation.max_tokens,
-                                      self.cfg.eval.truncated, self.cfg.generation.cpu_decode)
+        got = held_out.configured(self.cfg, self.task, self.model, self.tok, self.evals, self.pool, self.rl)
         return {f"eval/{k}": v for k, v in got.items()}
 
 
@@ -159,6 +154,7 @@ def _check_resume(cfg: Config, algo: Algorithm, log, resume_changed: bool) -> No
 
 def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool = False) -> Run:
     rl: RLConfig = getattr(cfg, algo.name)
+    check_environment(rl)
     if resume:
         _check_resume(cfg, algo, log, resume_changed)
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))

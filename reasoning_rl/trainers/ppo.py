@@ -115,8 +115,8 @@ class PPO:
             m.update(corr)
             B, T = b.c_ids.shape
             dev = b.c_ids.device
-            on = b.loss_mask  # (B, T) the model's tokens: c_mask less a multi-turn episode's observation tokens
-            last = T - 1 - on.flip(1).long().argmax(1)  # (B,) each row's last model token
+            loss_mask = b.loss_mask  # (B, T) the model's tokens: c_mask less a multi-turn episode's observation tokens
+            last = T - 1 - loss_mask.flip(1).long().argmax(1)  # (B,) each row's last model token
             R = torch.zeros(B, T, device=dev)
             R[torch.arange(B, device=dev), last] = torch.tensor([r for _, _, r in kept], device=dev)
             with torch.no_grad(), autocast(p.bf16, model):
@@ -124,12 +124,13 @@ class PPO:
                 lref = token_logprobs(learner.ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask, temperature=learner.temperature,
                                       share_prompts=learner.share_prompts) if learner.ref is not None else None
             if lref is not None:
-                m["kl"] = masked_mean(b.logp_old - lref, on)  # k1 estimate of KL(pi_old || pi_ref) per token
+                m["kl"] = masked_mean(b.logp_old - lref, loss_mask)  # k1 estimate of KL(pi_old || pi_ref) per token
                 if p.kl_in_reward:
-                    R = kl_in_reward(R, b.logp_old, lref, on, self.kl_ctl.coef)
+                    R = kl_in_reward(R, b.logp_old, lref, loss_mask, self.kl_ctl.coef)
             # GAE over the model's tokens: an observation is not a step (advantages.gae skips the holes)
-            A, returns = gae(R, values_old, on, gamma=p.gamma, lam=p.lam)  # (B, T) each
-            batch = PPOBatch(b, whiten(A, on) if p.whiten_advantages else A, returns, values_old, lref, is_weight)
+            A, returns = gae(R, values_old, loss_mask, gamma=p.gamma, lam=p.lam)  # (B, T) each
+            A = whiten(A, loss_mask) if p.whiten_advantages else A
+            batch = PPOBatch(b, A, returns, values_old, lref, is_weight)
         if learner.ref is not None and learner.ranks.world > 1:  # one KL coefficient on every rank
             kls = [x for x in learner.ranks.gather([m.get("kl")]) if x is not None]
             if kls:

@@ -1,6 +1,5 @@
 """One round's rollouts: prompts -> sampled groups -> verified groups -> the batch an update trains on.
 
-    make_engine(cfg, rl, model, tok)   the rollout engine the section names (hf | worker | vllm | openai)
     Rounds.make(step, sampler, n, ...) -> Round
                                        push the weights if given, then DAPO dynamic sampling: generate,
                                        verify, keep mixed groups, refill; the round as a value
@@ -17,7 +16,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import itertools
-import os
 import random
 import time
 import weakref
@@ -26,47 +24,10 @@ from dataclasses import dataclass
 import verifiers
 from curricula import RefillStats, apply_filters, fill_batch, group_stats
 
-from ..config.sections import Config, RLConfig
-from ..models.device import resolve_threads
-from ..rollout import HFEngine, SamplingConfig
+from ..config.sections import RLConfig
+from ..rollout import SamplingConfig
 from ..task.task import Task
 from ..types import Group
-
-
-def make_engine(cfg: Config, rl: RLConfig, model, tok):
-    """hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights."""
-    if rl.engine == "vllm":
-        from ..rollout.vllm import VLLMEngine  # vLLM is an optional extra: imported only when asked for
-
-        init = os.path.join(cfg.output_dir, "engine-init")
-        model.save_pretrained(init)
-        tok.save_pretrained(init)
-        tiny = cfg.model.name_or_path == "tiny"
-        engine = VLLMEngine(init, dtype="float32", seed=cfg.seed,
-                            max_model_len=cfg.model.tiny.max_position_embeddings if tiny else None)
-    elif rl.engine == "openai":
-        from ..rollout.openai import OpenAIEngine
-
-        engine = OpenAIEngine(rl.engine_url, rl.engine_model, tokenizer=tok,
-                              weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"))
-    elif rl.engine == "worker":
-        from ..rollout.worker import WorkerEngine
-
-        engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"),
-                              num_threads=rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path), device=str(model.device),
-                              trust_remote_code=cfg.model.trust_remote_code)
-    elif rl.environment:  # multi-turn episodes on the hf engine (grpo.environment)
-        from ..rollout.episodes import EpisodeEngine
-
-        return EpisodeEngine.of(rl, model, tok)
-    else:
-        return HFEngine(model, tok)
-    if rl.environment:  # multi-turn episodes whose segments vllm or openai samples from token ids
-        from ..rollout.episodes import EpisodeEngine
-
-        engine = EpisodeEngine.of(rl, model, tok, engine)
-    engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
-    return engine
 
 
 def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:

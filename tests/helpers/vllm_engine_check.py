@@ -84,15 +84,15 @@ def episodes(engine, model, tok) -> dict:
     obs = tok(EveryTurnIsACall.OBS, add_special_tokens=False)["input_ids"]
     structure = []
     for e in eps:
-        seg = [t["tokens"] for t in e.turns]
+        seg = [t.tokens for t in e.turns]
         want = [1] * seg[0]
         for n in seg[1:]:
             want += [0] * len(obs) + [1] * n
-        structure.append({"mask_ok": e.mask == want, "obs_ok": e.ids[seg[0]:seg[0] + len(obs)] == obs
+        structure.append({"mask_ok": e.loss_mask == want, "obs_ok": e.ids[seg[0]:seg[0] + len(obs)] == obs
                           if len(seg) > 1 else True, "turns": len(seg), "reason": e.reason,
                           "lps_ok": len(e.logprobs) == len(e.ids)})
     b = pad_rollouts([e.prompt_ids for e in eps], [e.ids for e in eps], [e.logprobs for e in eps], tok.pad_token_id,
-                     loss_masks=[e.mask for e in eps])
+                     loss_masks=[e.loss_mask for e in eps])
     with torch.no_grad():
         lp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
     on = b.loss_mask.bool()

@@ -1,0 +1,52 @@
+"""The rollout engine a run's RL section names: hf | worker | vllm | openai, with episodes when it names an environment.
+
+    make_engine(cfg, rl, model, tok) -> engine   `generate(prompts, n, sampling) -> groups`, `update_weights(model)`
+
+hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights (pushed
+here once, so a resumed run's engine holds the checkpoint's). vLLM, the worker process and the HTTP client are
+imported only when asked for. Not here: the engines themselves (hf.py, worker.py, vllm.py, openai.py, episodes.py).
+"""
+from __future__ import annotations
+
+import os
+
+from ..config.sections import Config
+from ..config.rl import RLConfig
+from ..models.device import resolve_threads
+from .hf import HFEngine
+
+
+def make_engine(cfg: Config, rl: RLConfig, model, tok):
+    """hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights."""
+    if rl.engine == "vllm":
+        from .vllm import VLLMEngine  # vLLM is an optional extra: imported only when asked for
+
+        init = os.path.join(cfg.output_dir, "engine-init")
+        model.save_pretrained(init)
+        tok.save_pretrained(init)
+        tiny = cfg.model.name_or_path == "tiny"
+        engine = VLLMEngine(init, dtype="float32", seed=cfg.seed,
+                            max_model_len=cfg.model.tiny.max_position_embeddings if tiny else None)
+    elif rl.engine == "openai":
+        from .openai import OpenAIEngine
+
+        engine = OpenAIEngine(rl.engine_url, rl.engine_model, tokenizer=tok,
+                              weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"))
+    elif rl.engine == "worker":
+        from .worker import WorkerEngine
+
+        threads = rl.generation_threads or resolve_threads(cfg.num_threads, cfg.model.name_or_path)
+        engine = WorkerEngine(model, tok, os.path.join(cfg.output_dir, "engine-worker"), num_threads=threads,
+                              device=str(model.device), trust_remote_code=cfg.model.trust_remote_code)
+    elif rl.environment:  # multi-turn episodes on the hf engine (grpo.environment)
+        from .episodes import EpisodeEngine
+
+        return EpisodeEngine.of(rl, model, tok)
+    else:
+        return HFEngine(model, tok)
+    if rl.environment:  # multi-turn episodes whose segments vllm or openai samples from token ids
+        from .episodes import EpisodeEngine
+
+        engine = EpisodeEngine.of(rl, model, tok, engine)
+    engine.update_weights(model)  # a resumed run's weights, not the saved initial ones
+    return engine
