@@ -91,7 +91,7 @@ def throughput(device: str, tiny: bool) -> dict:
     rng = torch.Generator().manual_seed(0)
     from reasoning_rl.types import Verdict
 
-    groups = [g.__class__(g.prompt_id, g.prompt, g.task, [s.with_verdicts({"exact": Verdict.correct() if torch.rand(
+    groups = [g.__class__(g.prompt_id, g.prompt, g.row, [s.with_verdicts({"exact": Verdict.correct() if torch.rand(
         1, generator=rng).item() < 0.5 else Verdict.incorrect()}) for s in g.samples]) for g in groups]
     gcfg = config.from_dict(GRPOConfig, {"minibatch_size": G * B, "length_buckets": 4, "bf16": True},
                             prefix="grpo")

@@ -39,8 +39,8 @@ class ArchivedTask:
     def verify_samples(self, reward, flat, pool=None):
         from reasoning_rl.task.task import checked_text
 
-        texts = [checked_text(self.checked, g.task.get("raw", ""), s.text) for g, s in flat]
-        return reward.verify(texts, [g.task["reference"] for g, _ in flat], [g.prompt for g, _ in flat], pool=pool)
+        texts = [checked_text(self.checked, g.row.get("raw", ""), s.text) for g, s in flat]
+        return reward.verify(texts, [g.row["reference"] for g, _ in flat], [g.prompt for g, _ in flat], pool=pool)
 
 
 def rounds(run_dir: str):

@@ -216,15 +216,23 @@ class Sample:
 
 @dataclass(frozen=True)
 class Group:
-    """G samples of one prompt. Filters keep or drop a Group whole."""
+    """G samples of one prompt. Filters keep or drop a Group whole.
+
+    row: the prompt's dataset row as the task normalised it (reference answer, tests, metadata), less the prompt.
+    """
 
     prompt_id: str
     prompt: str
-    task: Mapping[str, Any] = field(default_factory=dict)  # reference answer, tests, metadata
+    row: Mapping[str, Any] = field(default_factory=dict)
     samples: tuple[Sample, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))
+
+    @property
+    def task(self) -> Mapping[str, Any]:
+        """The former name of `row`, kept for code written against it."""
+        return self.row
 
     def outcomes(self, verifier: str) -> list[bool | None]:
         return [s.outcome(verifier) for s in self.samples]

@@ -105,7 +105,7 @@ def test_archive_round_trip(tmp_path):
     assert [g.prompt_id for g in back] == ["a", "b"]
     assert [[s.verdicts["math"].status for s in g.samples] for g in back] == \
         [[s.verdicts["math"].status for s in g.samples] for g in groups]
-    assert back[0].samples[2].verdicts["math"].score is None and back[0].task == {"answer": "4"}
+    assert back[0].samples[2].verdicts["math"].score is None and back[0].row == {"answer": "4"}
     path.write_text('{"step": 1}\n')
     with pytest.raises(ValueError, match="archive.jsonl:1"):
         read_archive(str(path))
@@ -169,7 +169,7 @@ def test_eval_with_an_environment_runs_episodes_and_reports_their_tool_figures(t
     from reasoning_rl.cli import main
     from reasoning_rl.rollout.environments import ENVIRONMENTS
 
-    from .test_episodes import EveryTurnIsACall
+    from .helpers.turns import EveryTurnIsACall
 
     ENVIRONMENTS.add("every-turn-eval", EveryTurnIsACall, "tests")
     out = tmp_path / "eval"

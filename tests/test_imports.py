@@ -9,13 +9,14 @@ from .conftest import PY, ROOT, run_env
 
 PROBE = """
 import json, sys
-import verifiers, sandboxes, curricula, reasoning_rl, reasoning_rl.types, reasoning_rl.config
+import verifiers, sandboxes, curricula, reasoning_rl, reasoning_rl.types, reasoning_rl.config, reasoning_rl.environments
 print(json.dumps({"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
                   "files": {m.__name__: m.__file__ for m in (verifiers, sandboxes, curricula, reasoning_rl)}}))
 """
 
 
 def test_light_packages_do_not_import_torch_and_resolve_here():
+    """The light packages, the config and the names a plugin environment imports (reasoning_rl.environments)."""
     r = subprocess.run([PY, "-c", PROBE], capture_output=True, text=True, env=run_env(), timeout=120, cwd="/")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

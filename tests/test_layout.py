@@ -1,8 +1,9 @@
-"""The trainers stay readable: no function in `reasoning_rl/trainers/` longer than about 80 lines, and the loop's
+"""The package stays readable: no function in `reasoning_rl/` longer than about 80 lines, and the loop's
 "file by file" list of one step names functions that exist and call each other in the order it says.
 
 A loop that grows back into one long function (set-up, rounds, metrics, checkpoints and logging
-in one body) fails here; split it into the loop's named steps instead (`trainers/loop.py`).
+in one body) fails here; split it into the loop's named steps instead (`trainers/loop.py`), as the episode
+runner's turn (`rollout/episodes.py`) and the parser's commands (`cli/commands.py`) are split.
 """
 import ast
 import pathlib
@@ -19,8 +20,10 @@ def long_functions(path: pathlib.Path, limit: int = LIMIT) -> list[str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
 
 
-def test_no_trainer_function_is_longer_than_80_lines():
-    found = [x for f in sorted((ROOT / "reasoning_rl" / "trainers").glob("*.py")) for x in long_functions(f)]
+def test_no_function_of_the_package_is_longer_than_80_lines():
+    files = sorted((ROOT / "reasoning_rl").rglob("*.py"))
+    assert len(files) > 60  # the whole package, every folder
+    found = [x for f in files for x in long_functions(f)]
     assert found == []
 
 

@@ -39,8 +39,8 @@ def _round(task, reward, texts_for, rows=20):
     groups = [Group(r["prompt_id"], r["prompt"], {k: v for k, v in r.items() if k not in ("prompt", "prompt_id")},
                     [Sample(t, (1,) * len(t), (0.0,) * len(t), "stop") for t in texts_for(r["answer"])]) for r in rows]
     flat = [(g, s) for g in groups for s in g.samples]
-    verdicts = iter(task.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat]))
-    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(verdicts)) for s in g.samples]) for g in groups]
+    verdicts = iter(task.verify(reward, [dict(g.row, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat]))
+    return [Group(g.prompt_id, g.prompt, g.row, [s.with_verdicts(next(verdicts)) for s in g.samples]) for g in groups]
 
 
 def test_a_second_opinion_flags_passes_the_lenient_verifier_gives_and_not_honest_ones():

@@ -102,14 +102,14 @@ def test_cispo_at_ratio_one_is_the_policy_gradient_and_keeps_clipped_tokens_grad
     logp = (-torch.rand(3, 4, generator=g, dtype=torch.float64)).requires_grad_()
     mask = torch.ones(3, 4, dtype=torch.float64)
     A = torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64)
-    c = cispo(logp, logp.detach(), A, mask, eps_max=5.0)
+    c = cispo(logp, logp.detach(), A, mask, eps_high=5.0)
     pg = policy_gradient(logp, A, mask)
     assert c.loss.item() == pytest.approx(pg.loss.item())
     assert torch.allclose(torch.autograd.grad(c.loss, logp)[0], torch.autograd.grad(pg.loss, logp)[0])
     far = (logp.detach() - 3.0)  # every ratio e^3, far outside PPO's trust region
     (g_ppo,) = torch.autograd.grad(ppo_clip(logp, far, A.abs(), mask).loss, logp)
-    (g_cis,) = torch.autograd.grad(cispo(logp, far, A.abs(), mask, eps_max=5.0).loss, logp)
-    assert (g_ppo == 0).all() and (g_cis != 0).all()  # PPO drops them; CISPO bounds them at eps_max
+    (g_cis,) = torch.autograd.grad(cispo(logp, far, A.abs(), mask, eps_high=5.0).loss, logp)
+    assert (g_ppo == 0).all() and (g_cis != 0).all()  # PPO drops them; CISPO bounds them at eps_high
 
 
 def _brute_pass_at_k(rewards: list[int], k: int) -> list[float]:

@@ -331,7 +331,8 @@ def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
     from reasoning_rl.rollout.environments import ENVIRONMENTS
     from reasoning_rl.trainers.grpo import train_grpo
 
-    from .test_episodes import RUN as EPISODE_RUN, EveryTurnIsACall
+    from .helpers.episodes import RUN as EPISODE_RUN
+    from .helpers.turns import EveryTurnIsACall
 
     out = tmp_path / "episodes"
     ENVIRONMENTS.add("every-turn-report", EveryTurnIsACall, "tests")

@@ -28,7 +28,7 @@ def test_groups_shapes_finish_reasons_and_logprobs(tiny):
     eng = HFEngine(model, tok, batch_size=5)  # a batch size that splits groups across batches
     groups = eng.generate(PROMPTS, n=4, sampling=SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
     assert [g.prompt_id for g in groups] == ["a", "b", "c"] and all(len(g.samples) == 4 for g in groups)
-    assert groups[0].task == {"answer": "42"}
+    assert groups[0].row == {"answer": "42"}
     for g in groups:
         for s in g.samples:
             assert len(s.token_ids) == len(s.logprobs) >= 1

@@ -12,7 +12,7 @@ from datasets import Dataset
 from reasoning_rl import config
 from reasoning_rl.config.sections import Config
 from reasoning_rl.models.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
-from reasoning_rl.algos.losses import GRPO_LOSS_AGGREGATION, dpo_sigmoid, ppo_clip
+from reasoning_rl.algos.losses import POLICY_LOSSES, dpo_sigmoid, ppo_clip
 from reasoning_rl.models.load import build_tiny
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
@@ -67,7 +67,7 @@ def test_grpo_loss_equals_trl(tiny, tmp_path, loss_type, beta, is_kl):
     (g_theirs,) = torch.autograd.grad(theirs, [model.model.embed_tokens.weight])
 
     logp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask)
-    ours = ppo_clip(logp, logp_old, A, c_mask, eps_low=0.2, eps_high=0.28, agg=GRPO_LOSS_AGGREGATION[loss_type],
+    ours = ppo_clip(logp, logp_old, A, c_mask, eps_low=0.2, eps_high=0.28, agg=POLICY_LOSSES.get(loss_type).agg,
                     max_len=max_len, logp_ref=logp_ref if beta else None, beta=beta, kl_estimator="k3",
                     kl_importance_weight=is_kl)
     (g_ours,) = torch.autograd.grad(ours.loss, [model.model.embed_tokens.weight])
@@ -173,7 +173,7 @@ def test_cispo_equals_trl(tiny, tmp_path, beta):
     inputs, _ = _inputs(trainer, tiny[1])
     c = inputs["completion_mask"]
     ours = _both(trainer, inputs, lambda logp: cispo(
-        logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_max=1.2, agg="token_mean",
+        logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_high=1.2, agg="token_mean",
         logp_ref=inputs["ref_per_token_logps"] if beta else None, beta=beta))
     assert ours.metrics["clip_ratio/high"] > 0  # the cap bites on some tokens
 

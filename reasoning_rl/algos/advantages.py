@@ -1,9 +1,11 @@
-"""Advantage estimators: a registry of pure functions (docs/algorithms.md §grpo-advantages, §gae, §process).
+"""Advantage estimators as pure functions (docs/algorithms.md §grpo-advantages, §gae, §process).
 
 Group estimators take rewards `R` of shape (B, G) -- B prompts, G samples each -- and a
 validity mask `valid` (B, G): False where the sample's verdict was masked (ABSTAIN,
 TIMEOUT, ERROR). Masked samples are left out of every statistic and get A = 0. They
-return A of shape (B, G).
+return A of shape (B, G). `ADVANTAGES` holds them by the name `grpo.advantage` takes, each behind one call
+`(R, valid, GroupOptions) -> A` (`GroupEstimator`); the token-level ones below take other inputs and are called
+by name.
 
     grpo     A_i = (R_i - mu) / (sigma + eps)   sigma: population std of the group,
              or of the whole batch (scale="batch"), or 1 (scale="none")
@@ -29,13 +31,14 @@ Not here: losses (algos/losses.py) or anything that touches a model.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from ..registry import Registry
 
-ADVANTAGES: Registry[Callable[..., torch.Tensor]] = Registry("advantage estimator")
+ADVANTAGES: Registry["GroupEstimator"] = Registry("advantage estimator")
 SHAPING: Registry[Callable[..., torch.Tensor]] = Registry("reward shaping")
 
 
@@ -75,7 +78,6 @@ def _group_mean(R: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, tor
     return mu, n
 
 
-@ADVANTAGES.register("grpo")
 def grpo(R: torch.Tensor, valid: torch.Tensor | None = None, *, scale: str = "group",
          eps: float = 1e-4) -> torch.Tensor:
     """A = (R - mu_group) / (sigma + eps); sigma by `scale` in {"group", "batch", "none"}. (B, G) -> (B, G)."""
@@ -96,13 +98,11 @@ def grpo(R: torch.Tensor, valid: torch.Tensor | None = None, *, scale: str = "gr
     return centred / torch.where(denom > 0, denom, torch.ones_like(denom))  # uniform group, eps=0: A = 0, not NaN
 
 
-@ADVANTAGES.register("dr_grpo")
 def dr_grpo(R: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
     """A = R - mu (no std scaling). (B, G) -> (B, G)."""
     return grpo(R, valid, scale="none")
 
 
-@ADVANTAGES.register("rloo")
 def rloo(R: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
     """A_i = R_i - b_{-i}, b_{-i} the mean of the other valid rewards; 0 if fewer than 2 valid. (B, G) -> (B, G)."""
     valid = _check(R, valid)
@@ -122,7 +122,6 @@ def _comb(n: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return torch.where(ok, val, torch.zeros_like(val))
 
 
-@ADVANTAGES.register("pass_at_k")
 def pass_at_k(R: torch.Tensor, valid: torch.Tensor | None = None, *, k: int = 1, eps: float = 1e-4) -> torch.Tensor:
     """Pass@k advantages for binary rewards (docs/algorithms.md §pass-at-k). With N valid samples, c of them
     passing: the group's reward Rbar = 1 - C(N-c, k) / C(N, k) (the chance that a k-subset holds a pass),
@@ -147,6 +146,31 @@ def pass_at_k(R: torch.Tensor, valid: torch.Tensor | None = None, *, k: int = 1,
     A = torch.where(R > 0.5, a_pass, a_fail) / (sigma + eps)
     uniform = (c == 0) | (c == n)
     return torch.where(valid & ~uniform, A, 0.0).to(R.dtype)
+
+
+@dataclass(frozen=True)
+class GroupOptions:
+    """What a run's config says to a group estimator; each estimator reads the fields it names."""
+    scale: str = "group"  # grpo: sigma over the group, the batch, or none (grpo.scale_rewards)
+    k: int = 1  # pass_at_k: the k of pass@k (grpo.pass_k)
+
+
+@dataclass(frozen=True)
+class GroupEstimator:
+    """A group estimator as the registry holds it: one call, `(R, valid, opts) -> A` (B, G), for every entry.
+    `scores`: what R must hold, the composite reward ("reward") or the outcome verifier's pass/fail ("outcome")."""
+    fn: Callable[[torch.Tensor, torch.Tensor | None, GroupOptions], torch.Tensor]
+    scores: str = "reward"
+
+    def __call__(self, R: torch.Tensor, valid: torch.Tensor | None = None,
+                 opts: GroupOptions = GroupOptions()) -> torch.Tensor:
+        return self.fn(R, valid, opts)
+
+
+ADVANTAGES.add("grpo", GroupEstimator(lambda R, valid, o: grpo(R, valid, scale=o.scale)))
+ADVANTAGES.add("dr_grpo", GroupEstimator(lambda R, valid, o: dr_grpo(R, valid)))
+ADVANTAGES.add("rloo", GroupEstimator(lambda R, valid, o: rloo(R, valid)))
+ADVANTAGES.add("pass_at_k", GroupEstimator(lambda R, valid, o: pass_at_k(R, valid, k=o.k), scores="outcome"))
 
 
 @SHAPING.register("soft_overlong")
@@ -186,7 +210,6 @@ def discounted_reverse_cumsum(x: torch.Tensor, c: float, chunk: int = 256) -> to
     return out[:, :T]
 
 
-@ADVANTAGES.register("gae")
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0,
         lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation over right-padded responses.
@@ -253,7 +276,6 @@ def whiten(A: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tens
     return (A - mu) / (sd + eps) * m
 
 
-@ADVANTAGES.register("process")
 def process(step_rewards: torch.Tensor, step_ends: torch.Tensor, step_mask: torch.Tensor, T: int,
             eps: float = 1e-4) -> torch.Tensor:
     """Process-supervision advantages for one batch of groups (docs/algorithms.md §process).

@@ -1,4 +1,7 @@
-"""Losses: registries of pure functions over per-token tensors (docs/algorithms.md §ppo-clip, §kl, §aggregation, §entropy, §dpo).
+"""Losses: pure functions over per-token tensors (docs/algorithms.md §ppo-clip, §kl, §aggregation, §entropy, §dpo).
+
+Registries hold what a config names: `POLICY_LOSSES` (grpo.loss_type -> the objective and its aggregation, one
+signature for every entry), `AGGREGATIONS`, `KL_ESTIMATORS`. The other losses are called by name.
 
 Shapes: B sequences, T response tokens. `mask` (B, T) is 1 on response tokens and 0 on
 prompt/padding. Every policy-type loss returns `LossOut(loss, metrics)`: a scalar to
@@ -8,6 +11,7 @@ prompt/padding. Every policy-type loss returns `LossOut(loss, metrics)`: a scala
                   optional dual clip (Ye et al. 2020, arXiv:1912.09729) for A < 0; optional KL-in-loss
                   J <- J - beta * k(logp, logp_ref).   Schulman et al. 2017 (arXiv:1707.06347);
                   DAPO eps_high (Yu et al. 2025, arXiv:2503.14476).
+    cispo         -sg(min(rho, eps_high)) A log pi: the weight capped, the gradient kept (MiniMax-M1, arXiv:2506.13585)
     pg            plain policy gradient, -A logp.
     value         (V - G)^2, optionally clipped around V_old (PPO2 style), times 1/2 is NOT applied.
     entropy       -H, the bonus as a loss.
@@ -35,7 +39,6 @@ from ..registry import Registry
 
 AGGREGATIONS: Registry[Callable[..., torch.Tensor]] = Registry("loss aggregation")
 KL_ESTIMATORS: Registry[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = Registry("KL estimator")
-LOSSES: Registry[Callable[..., "LossOut"]] = Registry("loss")
 
 
 @dataclass
@@ -147,7 +150,6 @@ def kl_in_reward(token_rewards: torch.Tensor, logp_old: torch.Tensor, logp_ref: 
 
 
 # ---------------------------------------------------------------- policy losses (docs/algorithms.md §ppo-clip)
-@LOSSES.register("ppo_clip")
 def ppo_clip(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *,
              eps_low: float = 0.2, eps_high: float | None = None, dual_clip: float | None = None,
              agg: str = "token_mean", max_len: int | None = None, logp_ref: torch.Tensor | None = None,
@@ -220,15 +222,18 @@ def _ratio_metrics(low, high, rho, log_ratio, mask, metrics) -> None:
     metrics["ratio/max"] = rho[m].max().item() if m.any() else 1.0
 
 
-@LOSSES.register("cispo")
-def cispo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, eps_max: float = 5.0,
-          agg: str = "token_mean", max_len: int | None = None, logp_ref: torch.Tensor | None = None,
-          beta: float = 0.0, kl_estimator: str = "k3", kl_importance_weight: bool = True,
-          is_weight: torch.Tensor | None = None) -> LossOut:
+def cispo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, eps_low: float = 0.2,
+          eps_high: float = 5.0, ratio_level: str = "token", agg: str = "token_mean", max_len: int | None = None,
+          logp_ref: torch.Tensor | None = None, beta: float = 0.0, kl_estimator: str = "k3",
+          kl_importance_weight: bool = True, is_weight: torch.Tensor | None = None) -> LossOut:
     """CISPO (MiniMax-M1, arXiv:2506.13585; docs/algorithms.md §cispo): clip the importance weight, not the update.
-    per-token loss = -sg(min(rho, eps_max)) A log pi_theta  [x is_weight] + beta * w * k; every token keeps its
-    gradient (PPO's clip zeroes it outside the trust region). TRL loss_type="cispo" (eps_max = epsilon_high).
+    per-token loss = -sg(min(rho, eps_high)) A log pi_theta  [x is_weight] + beta * w * k; every token keeps its
+    gradient (PPO's clip zeroes it outside the trust region). TRL loss_type="cispo" (its cap is epsilon_high, as
+    here; eps_low is unused: the weight is capped from above only). Token ratios only.
     logp, logp_old, mask (B, T); A (B,) or (B, T) -> ()"""
+    if ratio_level != "token":
+        raise ValueError(f"cispo: the weight is per token; ratio_level must be 'token', got {ratio_level!r}")
+    eps_max = eps_high
     if A.dim() == 1:
         A = A.unsqueeze(1)
     log_ratio = logp - logp_old
@@ -246,13 +251,11 @@ def cispo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: tor
     return LossOut(loss, metrics)
 
 
-@LOSSES.register("gspo")
 def gspo(logp: torch.Tensor, logp_old: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, **kw) -> LossOut:
     """GSPO: `ppo_clip` with one length-normalised ratio per sequence (docs/algorithms.md §gspo). (B, T) -> ()"""
     return ppo_clip(logp, logp_old, A, mask, ratio_level="sequence", **kw)
 
 
-@LOSSES.register("pg")
 def policy_gradient(logp: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, agg: str = "token_mean",
                     max_len: int | None = None) -> LossOut:
     """Plain policy gradient (REINFORCE with a baseline in A): loss = -A logp, aggregated. (B, T) -> ()"""
@@ -262,7 +265,6 @@ def policy_gradient(logp: torch.Tensor, A: torch.Tensor, mask: torch.Tensor, *, 
     return LossOut(loss, {"loss/policy": loss.item()})
 
 
-@LOSSES.register("value")
 def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, *,
                values_old: torch.Tensor | None = None, clip_range: float | None = None,
                agg: str = "token_mean", max_len: int | None = None) -> LossOut:
@@ -292,7 +294,6 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return -(logp.exp() * logp).sum(-1)
 
 
-@LOSSES.register("entropy")
 def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, *, agg: str = "token_mean",
                   max_len: int | None = None) -> LossOut:
     """The entropy bonus as a loss: -mean H. Add coef * this to the policy loss. (B, T) -> ()"""
@@ -307,7 +308,6 @@ def _dpo_metrics(beta: float, chosen_logratio: torch.Tensor, rejected_logratio: 
             "rewards/margins": (r_w - r_l).mean().item(), "rewards/accuracies": (r_w > r_l).float().mean().item()}
 
 
-@LOSSES.register("dpo_sigmoid")
 def dpo_sigmoid(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor, ref_l: torch.Tensor, *,
                 beta: float = 0.1, label_smoothing: float = 0.0) -> LossOut:
     """L = -log sigma(beta m), m = (logp_w - ref_w) - (logp_l - ref_l); sequence log-probs (B,) -> ().
@@ -321,7 +321,6 @@ def dpo_sigmoid(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor,
     return LossOut(loss, {"loss/dpo": loss.item(), **_dpo_metrics(beta, chosen_logratio, rejected_logratio)})
 
 
-@LOSSES.register("ipo")
 def ipo(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor, ref_l: torch.Tensor, *,
         len_w: torch.Tensor, len_l: torch.Tensor, beta: float = 0.1) -> LossOut:
     """IPO: (m' - 1/(2 beta))^2 with m' built from per-token-averaged log-ratios (as TRL does). (B,) -> ()"""
@@ -331,7 +330,6 @@ def ipo(logp_w: torch.Tensor, logp_l: torch.Tensor, ref_w: torch.Tensor, ref_l: 
     return LossOut(loss, {"loss/ipo": loss.item(), **_dpo_metrics(beta, chosen_logratio, rejected_logratio)})
 
 
-@LOSSES.register("bradley_terry")
 def bradley_terry(r_w: torch.Tensor, r_l: torch.Tensor, *, margin: torch.Tensor | None = None) -> LossOut:
     """Reward-model loss -log sigma(r_w - r_l [- margin]). (B,) -> ()"""
     d = r_w - r_l if margin is None else r_w - r_l - margin
@@ -342,10 +340,19 @@ def bradley_terry(r_w: torch.Tensor, r_l: torch.Tensor, *, margin: torch.Tensor 
 # TRL GRPOTrainer `loss_type` -> how our ppo_clip aggregates tokens (the clipped objective is the same).
 # grpo: per-sequence mean then mean (DeepSeekMath); bnpo: token mean of the micro-batch; dapo: token mean of
 # the whole generation batch; dr_grpo: per-sequence sum / max completion length.
-GRPO_LOSS_AGGREGATION = {
-    "grpo": "seq_mean_token_mean",
-    "bnpo": "token_mean",
-    "dapo": "token_mean",
-    "dr_grpo": "seq_mean_token_sum_norm",
-    "cispo": "token_mean",
-}
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A GRPO objective as `POLICY_LOSSES` holds it: its per-token loss (one signature for every entry:
+    `fn(logp, logp_old, A, mask, *, eps_low, eps_high, ratio_level, agg, max_len, logp_ref, beta, kl_estimator,
+    is_weight)`) and the aggregation that names it (docs/algorithms.md §aggregation)."""
+    fn: Callable[..., LossOut]
+    agg: str
+
+
+# grpo.loss_type -> its objective: the clipped surrogate under four aggregations (TRL's loss_type names), or CISPO
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("GRPO loss type")
+POLICY_LOSSES.add("grpo", PolicyLoss(ppo_clip, "seq_mean_token_mean"))
+POLICY_LOSSES.add("bnpo", PolicyLoss(ppo_clip, "token_mean"))
+POLICY_LOSSES.add("dapo", PolicyLoss(ppo_clip, "token_mean"))
+POLICY_LOSSES.add("dr_grpo", PolicyLoss(ppo_clip, "seq_mean_token_sum_norm"))
+POLICY_LOSSES.add("cispo", PolicyLoss(cispo, "token_mean"))

@@ -232,15 +232,25 @@ def _add_data_commands(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = Parser(prog="reasoning-rl", description="Verifier-centric RL for reasoning models.",
-                 epilog="example:\n  reasoning-rl demo")
+                epilog="example:\n  reasoning-rl demo")
     ap.add_argument("--version", action="version", version=f"reasoning-rl {version()}")
     ap.add_argument("--debug", action="store_true", help="show the traceback of a user error instead of one line")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
+    _add_inspect_commands(sub)
+    _add_sft_command(sub)
+    _add_run_commands(sub)
+    _add_data_commands(sub)
+    _add_train_commands(sub)
+    _add_demo_command(sub)
+    return ap
 
+
+def _add_inspect_commands(sub) -> None:
+    """verifiers (list, verify, calibrate, probe), config, task check."""
     p = cmd(sub, "verifiers", "inspect installed verifiers", "reasoning-rl verifiers list")
     vsub = p.add_subparsers(dest="verifiers_command", metavar="ACTION", required=True, parser_class=Parser)
     q = cmd(vsub, "list", "name, version, source distribution and spec of every verifier",
-             "reasoning-rl verifiers list --json")
+            "reasoning-rl verifiers list --json")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.set_defaults(func=cmd_verifiers_list)
     from .verify import add_parsers
@@ -248,20 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, vsub, cmd, POS_INT, POS_FLOAT)
 
     p = cmd(sub, "config", "print the resolved config, or every knob with its help",
-             "reasoning-rl config --config examples/code_rl/config.yaml --set grpo.steps=10")
+            "reasoning-rl config --config examples/code_rl/config.yaml --set grpo.steps=10")
     add_config_args(p)
     p.add_argument("--describe", action="store_true", help="list every knob, its default and help text")
     p.set_defaults(func=cmd_config)
-
-    p = cmd(sub, "sft", "supervised training on the task's gold completions: the embedded tiny model's cached warm "
-                        "start, or any model on tasks.target_col; prints held-out accuracy",
-             "reasoning-rl sft --dataset gsm8k.jsonl --preset gsm8k --set model.name_or_path=MODEL --output runs/sft")
-    add_config_args(p)
-    add_task_args(p)
-    p.add_argument("--force", action="store_true", help="tiny: retrain even if a cached checkpoint exists")
-    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here (required for a model other "
-                                                   "than tiny)")
-    p.set_defaults(func=cmd_sft)
 
     p = cmd(sub, "task", "inspect the configured task", "reasoning-rl task check --dataset gsm8k.jsonl --preset gsm8k")
     tsub = p.add_subparsers(dest="task_command", metavar="ACTION", required=True, parser_class=Parser)
@@ -274,6 +274,21 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON instead of text")
     q.set_defaults(func=cmd_task_check)
 
+
+def _add_sft_command(sub) -> None:
+    p = cmd(sub, "sft", "supervised training on the task's gold completions: the embedded tiny model's cached warm "
+                        "start, or any model on tasks.target_col; prints held-out accuracy",
+            "reasoning-rl sft --dataset gsm8k.jsonl --preset gsm8k --set model.name_or_path=MODEL --output runs/sft")
+    add_config_args(p)
+    add_task_args(p)
+    p.add_argument("--force", action="store_true", help="tiny: retrain even if a cached checkpoint exists")
+    p.add_argument("--output", metavar="DIR", help="also save the checkpoint here (required for a model other "
+                                                   "than tiny)")
+    p.set_defaults(func=cmd_sft)
+
+
+def _add_run_commands(sub) -> None:
+    """Commands on a finished (or running) run's directory: reverify, report."""
     p = cmd(sub, "reverify", "re-score a run's archived samples with the current (or another) verifier and report "
                              "the verdicts that flip", "reasoning-rl reverify runs/grpo-<time> --verifier math")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a training run's directory (archive.jsonl, task.json)")
@@ -293,17 +308,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=NONNEG_INT, default=8765, help="with --serve (0 = any free port)")
     p.set_defaults(func=cmd_report)
 
-    _add_data_commands(sub)
-    _add_train_commands(sub)
+
+def _add_demo_command(sub) -> None:
     p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot. With "
                          "--model, GRPO of a real chat model on word problems, sized for a 2-core CPU",
-             "reasoning-rl demo --model smollm2-135m-instruct")
+            "reasoning-rl demo --model smollm2-135m-instruct")
     add_config_args(p)
     p.add_argument("--model", metavar="NAME", help="a real model's demo (smollm2-135m-instruct; its time on 2 cores "
                                                    "is in docs/results.md); its knobs apply over --config, under --set")
     add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
-    return ap
 
 
 def cmd_report(args) -> int:

@@ -1,6 +1,6 @@
 """The rollout archive: every verified sample of a run, one JSON line each, for re-verification and pairing.
 
-A line holds the step, prompt id, prompt, task (reference answer etc.), the sample's index in
+A line holds the step, prompt id, prompt, the group's row under "task" (reference answer etc.), the sample's index in
 its group, text, token count, finish reason, the version of the weights that sampled it and its
 staleness (updates behind at this step), every verdict (status, score, detail), and the
 provenance of each verdict: its verifier's version and a hash of the options it was called with
@@ -30,7 +30,7 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
             line = {"step": step, "prompt_id": g.prompt_id, "prompt": g.prompt, "index": i,
                     # the chat messages (and tool schemas) are the prompt again, before rendering: the rendered
                     # prompt is kept
-                    "task": {k: v for k, v in g.task.items() if k not in ("messages", "tools")},
+                    "task": {k: v for k, v in g.row.items() if k not in ("messages", "tools")},
                     "text": s.text, "n_tokens": len(s.token_ids), "finish_reason": s.finish_reason,
                     "verdicts": {k: {"status": v.status.value, "score": v.score, "detail": v.detail}
                                  for k, v in s.verdicts.items()}}

@@ -68,4 +68,4 @@ def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, c
 
 def _as_greedy(g: Group) -> Group:
     """A greedy group archived beside the sampled ones: its prompt id marked, so pass@k never mixes the two."""
-    return Group(f"{g.prompt_id}#greedy", g.prompt, dict(g.task, decoding="greedy"), g.samples)
+    return Group(f"{g.prompt_id}#greedy", g.prompt, dict(g.row, decoding="greedy"), g.samples)

@@ -45,11 +45,11 @@ class SamplingConfig(GenerationConfig):
 
 @dataclass(frozen=True)
 class PromptRow:
-    """What an engine needs of a dataset row: an id, the prompt text, and the task (reference etc.)."""
+    """What an engine needs of a dataset row: an id, the prompt text, and the rest of the row (reference etc.)."""
 
     prompt_id: str
     prompt: str
-    task: Mapping[str, Any] = field(default_factory=dict)
+    row: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], index: int = 0) -> "PromptRow":

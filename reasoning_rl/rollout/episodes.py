@@ -181,10 +181,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
         e.state = env.start(e.row)
     if sampling.seed is not None:
         torch.manual_seed(sampling.seed)
-    engine = engine or HFEngine(model, tok)
-    order = {id(e): i for i, e in enumerate(eps)}  # each episode's own seed, turn after turn
-    run = object()  # with order, each episode's key for the engine's kept cache (hf), unique to this call
-    forget = getattr(engine, "forget", lambda keys: None)
+    turns = _Turns(tok, env, engine or HFEngine(model, tok), sampling, limits, stops, eps)
     was_training = model is not None and model.training
     if model is not None:
         model.eval()
@@ -193,44 +190,7 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
             live = [e for e in eps if not e.done]
             if not live:
                 break
-            budget = [limits.max_episode_tokens - len(e.ids) for e in live]
-            max_new = max(1, min(sampling.max_tokens, max(budget)))
-            seeds = None if sampling.seed is None else [sampling.seed + turn * len(eps) + order[id(e)] for e in live]
-            t0 = time.time()
-            segs = engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, stops, sampling, seeds,
-                                       keys=[(run, order[id(e)]) for e in live])
-            gen_s = time.time() - t0
-            asking: list[tuple[Episode, str]] = []
-            for e, (row_ids, row_lp), room in zip(live, segs, budget):
-                n = min(len(row_ids), room)
-                seg_ids, seg_lp = row_ids[:n], row_lp[:n]
-                ended = n > 0 and seg_ids[-1] in stops
-                end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
-                if chat:  # a whole assistant turn; a call counts once the model has ended its turn
-                    end = end if ended else None
-                    # the environment says how the turn reads as a message: its text, or the template's structured
-                    # tool call (`tool_calls`), which the template then renders in its own way
-                    e.conv.append(env.assistant_message(tok.decode(seg_ids[:-1] if ended else seg_ids,
-                                                                   skip_special_tokens=False)))
-                elif end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
-                    k = _cut(tok, seg_ids, end)
-                    seg_ids, seg_lp, ended = seg_ids[:k], seg_lp[:k], False
-                text = tok.decode(seg_ids, skip_special_tokens=True)
-                e.add(seg_ids, seg_lp)
-                e.texts.append(text)
-                e.turns.append(Turn(text, tuple(seg_ids), round(gen_s, 3)))
-                if end is None:
-                    e.done, e.reason = True, "answer" if ended else "truncated"
-                    e.truncated = not ended
-                elif e.tool_calls >= limits.max_tool_calls:
-                    e.done, e.reason = True, "max_tool_calls"
-                else:
-                    asking.append((e, text))
-            if asking:
-                steps: list[Step] = env.respond([e.state for e, _ in asking], [t for _, t in asking])
-                for (e, _), st in zip(asking, steps):
-                    _observe(tok, e, st, chat, limits.max_episode_tokens)
-            forget([(run, order[id(e)]) for e in live if e.done])  # an ended episode's kept cache
+            turns.take(turn, live)
         for e in eps:
             if not e.done:
                 e.done, e.reason = True, "max_turns"
@@ -239,12 +199,82 @@ def run_episodes(model, tok, env: Environment, rows: Sequence[dict], sampling, l
                 if pos is not None:
                     e.turns[-1] = dataclasses.replace(e.turns[-1], template_mismatch=pos)
     finally:
-        forget([(run, i) for i in range(len(eps))])
+        turns.forget(eps)
         if model is not None:
             model.train(was_training)
         for e in eps:
             env.close(e.state)
     return eps
+
+
+class _Turns:
+    """One call of `run_episodes`: its engine, environment and limits, and each episode's place (for its seed and
+    the key of its kept cache on the hf engine)."""
+
+    def __init__(self, tok, env: Environment, engine, sampling, limits: EpisodeLimits, stops: list[int],
+                 eps: list[Episode]) -> None:
+        self.tok, self.env, self.engine, self.sampling, self.limits, self.stops = tok, env, engine, sampling, \
+            limits, stops
+        self.chat = limits.tool_format == "chat"
+        self.n = len(eps)
+        self.order = {id(e): i for i, e in enumerate(eps)}  # each episode's own seed, turn after turn
+        self.run = object()  # with order, each episode's key for the engine's kept cache (hf), unique to this call
+
+    def key(self, e: Episode) -> tuple:
+        return self.run, self.order[id(e)]
+
+    def forget(self, eps: Sequence[Episode]) -> None:
+        """Free the kept caches of these episodes (an ended one's, or every one's at the end)."""
+        getattr(self.engine, "forget", lambda keys: None)([self.key(e) for e in eps])
+
+    def take(self, turn: int, live: list[Episode]) -> None:
+        """Every live episode samples its next segment (one engine call); then the environment answers the calls."""
+        budget = [self.limits.max_episode_tokens - len(e.ids) for e in live]
+        max_new = max(1, min(self.sampling.max_tokens, max(budget)))
+        seed = self.sampling.seed
+        seeds = None if seed is None else [seed + turn * self.n + self.order[id(e)] for e in live]
+        t0 = time.time()
+        segs = self.engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, self.stops, self.sampling,
+                                        seeds, keys=[self.key(e) for e in live])
+        gen_s = time.time() - t0
+        asking = [(e, text) for e, seg, room in zip(live, segs, budget)
+                  if (text := self._segment(e, seg, room, gen_s)) is not None]
+        if asking:
+            steps: list[Step] = self.env.respond([e.state for e, _ in asking], [t for _, t in asking])
+            for (e, _), st in zip(asking, steps):
+                _observe(self.tok, e, st, self.chat, self.limits.max_episode_tokens)
+        self.forget([e for e in live if e.done])  # an ended episode's kept cache
+
+    def _segment(self, e: Episode, seg, room: int, gen_s: float) -> str | None:
+        """Episode `e` takes its sampled segment (cut at its token budget, and after a complete tool call in the text
+        format); returns the segment's text when it asks the environment, else None (the episode ended)."""
+        tok, env = self.tok, self.env
+        row_ids, row_lp = seg
+        n = min(len(row_ids), room)
+        seg_ids, seg_lp = row_ids[:n], row_lp[:n]
+        ended = n > 0 and seg_ids[-1] in self.stops
+        end = env.call_end(tok.decode(seg_ids, skip_special_tokens=False))
+        if self.chat:  # a whole assistant turn; a call counts once the model has ended its turn
+            end = end if ended else None
+            # the environment says how the turn reads as a message: its text, or the template's structured tool call
+            # (`tool_calls`), which the template then renders in its own way
+            e.conv.append(env.assistant_message(tok.decode(seg_ids[:-1] if ended else seg_ids,
+                                                           skip_special_tokens=False)))
+        elif end is not None:  # keep the tokens up to the call's close; the rest were never part of the episode
+            k = _cut(tok, seg_ids, end)
+            seg_ids, seg_lp, ended = seg_ids[:k], seg_lp[:k], False
+        text = tok.decode(seg_ids, skip_special_tokens=True)
+        e.add(seg_ids, seg_lp)
+        e.texts.append(text)
+        e.turns.append(Turn(text, tuple(seg_ids), round(gen_s, 3)))
+        if end is None:
+            e.done, e.reason = True, "answer" if ended else "truncated"
+            e.truncated = not ended
+        elif e.tool_calls >= self.limits.max_tool_calls:
+            e.done, e.reason = True, "max_tool_calls"
+        else:
+            return text
+        return None
 
 
 class EpisodeEngine:
@@ -262,11 +292,11 @@ class EpisodeEngine:
         rows = as_rows(prompts)
         eps = run_episodes(self.model, self.tokenizer, self.env,
                            [{"prompt_id": r.prompt_id, "prompt": render_prompt(self.tokenizer, r.prompt, sampling.chat),
-                             **({"messages": r.task["messages"]} if "messages" in r.task else
+                             **({"messages": r.row["messages"]} if "messages" in r.row else
                                 {"messages": [{"role": "user", "content": r.prompt}]} if sampling.chat else {}),
-                             **({"tools": r.task["tools"]} if "tools" in r.task else {})}
+                             **({"tools": r.row["tools"]} if "tools" in r.row else {})}
                             for r in rows for _ in range(n)], sampling, self.limits, engine=self.engine)
-        return [Group(r.prompt_id, r.prompt, r.task, [e.sample() for e in eps[k * n:(k + 1) * n]])
+        return [Group(r.prompt_id, r.prompt, r.row, [e.sample() for e in eps[k * n:(k + 1) * n]])
                 for k, r in enumerate(rows)]
 
     @classmethod

@@ -65,7 +65,7 @@ class HFEngine:
             self.model.train(was_training)
         groups = []
         for k, r in enumerate(rows):
-            groups.append(Group(r.prompt_id, r.prompt, r.task, samples[k * n:(k + 1) * n]))
+            groups.append(Group(r.prompt_id, r.prompt, r.row, samples[k * n:(k + 1) * n]))
         return groups
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,

@@ -138,7 +138,7 @@ class OpenAIEngine:
             ids = self._ids(lp.get("tokens") or [])
             finish = "length" if c.get("finish_reason") == "length" else "stop"
             samples.append(Sample(c.get("text", ""), tuple(ids), tuple(lp.get("token_logprobs") or []), finish))
-        return Group(row.prompt_id, row.prompt, row.task, samples)
+        return Group(row.prompt_id, row.prompt, row.row, samples)
 
     def _continue(self, seq: Sequence[int], max_new: int, stops: Sequence[int], s: SamplingConfig,
                   seed: int | None) -> tuple[list[int], list[float]]:

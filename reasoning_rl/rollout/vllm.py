@@ -86,7 +86,7 @@ class VLLMEngine:
                 lps = tuple(step[tid].logprob for step, tid in zip(c.logprobs or [], ids))
                 finish = "length" if c.finish_reason == "length" else "stop"
                 samples.append(Sample(c.text, ids, lps, finish))
-            groups.append(Group(row.prompt_id, row.prompt, row.task, samples))
+            groups.append(Group(row.prompt_id, row.prompt, row.row, samples))
         return groups
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,

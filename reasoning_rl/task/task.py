@@ -297,12 +297,12 @@ class Task:
         """Every sample of every group with its verdicts (one concurrent batch through the pool); a sample whose
         environment failed (a tool's sandbox died: `Sample.error`) is masked ERROR under every term, never scored."""
         verdicts = iter(self.verify_samples(reward, [(g, s) for g in groups for s in g.samples], pool=pool))
-        return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(_unless_failed(s, next(verdicts)))
+        return [Group(g.prompt_id, g.prompt, g.row, [s.with_verdicts(_unless_failed(s, next(verdicts)))
                                                       for s in g.samples]) for g in groups]
 
     def verify_samples(self, reward: verifiers.Reward, flat: Sequence[tuple], pool=None):
         """`verify` for (group, sample) pairs: each sample against its group's row (the group's task + prompt)."""
-        return self.verify(reward, [dict(g.task, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
+        return self.verify(reward, [dict(g.row, prompt=g.prompt) for g, _ in flat], [s.text for _, s in flat],
                            pool=pool, truncated=[s.finish_reason == "length" for _, s in flat])
 
     def describe(self, reward: verifiers.Reward) -> dict:

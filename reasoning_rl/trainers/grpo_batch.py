@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..algos.advantages import ADVANTAGES, SHAPING
+from ..algos.advantages import ADVANTAGES, SHAPING, GroupOptions, process
 from ..config.sections import GenerationConfig, GRPOConfig
 from ..models.logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_logprobs,
                                trim_padding)
-from ..algos.losses import GRPO_LOSS_AGGREGATION, aggregate, cispo, masked_mean, ppo_clip
+from ..algos.losses import POLICY_LOSSES, aggregate, masked_mean
 from ..models.load import autocast
 from ..types import Group, Status
 
@@ -48,26 +48,26 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
     """Flatten kept groups into padded tensors for the loss: (the batch, or None when nothing is trainable;
     metrics). `max_len` (generation.max_tokens) places the soft overlong penalty (metric reward/overlong)."""
     m: dict[str, float] = {}
+    # process supervision reads the PRM's step scores (per token); every other estimator is a group estimator
+    estimator = None if gcfg.advantage == "process" else ADVANTAGES.get(gcfg.advantage)
     scores = [[reward.combine(s.verdicts) for s in g.samples] for g in groups]
-    if gcfg.advantage == "pass_at_k":  # the pass@k objective is on the outcome's pass/fail, not the composite
+    if estimator is not None and estimator.scores == "outcome":  # pass@k: the outcome's pass/fail, not the composite
         scores = [[None if s.outcome(reward.outcome) is None else float(s.outcome(reward.outcome)) for s in g.samples]
                   for g in groups]
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
     valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
                           for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
-    if gcfg.overlong_buffer and gcfg.advantage != "pass_at_k":
+    if gcfg.overlong_buffer and (estimator is None or estimator.scores == "reward"):
         lengths = torch.tensor([[len(s.token_ids) for s in g.samples] for g in groups])
         pen = SHAPING.get("soft_overlong")(lengths, max_len=max_len, buffer=min(gcfg.overlong_buffer, max_len),
                                            penalty=gcfg.overlong_penalty)
         R = R + torch.where(valid, pen, 0.0)
         m["reward/overlong"] = pen[valid].mean().item() if valid.any() else 0.0
-    if gcfg.advantage == "process":
+    if estimator is None:
         valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
         A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
     else:
-        kw = {"scale": gcfg.scale_rewards} if gcfg.advantage == "grpo" else {"k": gcfg.pass_k} if \
-            gcfg.advantage == "pass_at_k" else {}
-        A = ADVANTAGES.get(gcfg.advantage)(R, valid, **kw)  # (B, G)
+        A = estimator(R, valid, GroupOptions(scale=gcfg.scale_rewards, k=gcfg.pass_k))  # (B, G)
     rows = []
     void = [[is_void(s, reward.outcome) for s in g.samples] for g in groups]
     if any(s.turns for g in groups for s in g.samples):
@@ -122,17 +122,16 @@ def _process_advantages(groups, valid, tok):
             e = _step_ends(tok, s.token_ids, s.text)
             for k in range(min(n, len(e))):
                 r[b, i, k], ends[b, i, k], m[b, i, k] = v.metrics[f"step_{k}"], min(e[k], T - 1), True
-    return ADVANTAGES.get("process")(r, ends, m, T)
+    return process(r, ends, m, T)
 
 
-def _loss(gcfg: GRPOConfig, gen: GenerationConfig, agg: str, logp, logp_old, A, c_mask, lref, w):
-    """The configured objective on one micro-batch: CISPO, or the clipped surrogate (token ratios or GSPO's)."""
-    kw = dict(agg=agg, max_len=gen.max_tokens, logp_ref=lref, beta=gcfg.beta, kl_estimator=gcfg.kl_estimator,
-              is_weight=w)
-    if gcfg.loss_type == "cispo":
-        return cispo(logp, logp_old, A, c_mask, eps_max=gcfg.eps_high, **kw)
-    return ppo_clip(logp, logp_old, A, c_mask, eps_low=gcfg.eps_low, eps_high=gcfg.eps_high,
-                    ratio_level=gcfg.ratio_level, **kw)
+def _loss(gcfg: GRPOConfig, gen: GenerationConfig, logp, logp_old, A, loss_mask, lref, w):
+    """The configured objective (grpo.loss_type) on one micro-batch: the clipped surrogate (token ratios or GSPO's)
+    under its aggregation, or CISPO."""
+    objective = POLICY_LOSSES.get(gcfg.loss_type)
+    return objective.fn(logp, logp_old, A, loss_mask, eps_low=gcfg.eps_low, eps_high=gcfg.eps_high,
+                        ratio_level=gcfg.ratio_level, agg=objective.agg, max_len=gen.max_tokens, logp_ref=lref,
+                        beta=gcfg.beta, kl_estimator=gcfg.kl_estimator, is_weight=w)
 
 
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
@@ -143,7 +142,7 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     gradient equals that of one padded batch. With `share_prompts` a group's rows stay in one micro-batch and its
     prompt runs once there (logprobs.token_logprobs). Returns the minibatch's metrics (token-weighted; ratio/max the
     max)."""
-    agg = GRPO_LOSS_AGGREGATION[gcfg.loss_type]
+    agg = POLICY_LOSSES.get(gcfg.loss_type).agg
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
     T = mb.loss_mask.sum().clamp(min=1)
@@ -168,7 +167,7 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
                         lref = token_logprobs(ref, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
                                               share_prompts=share_prompts)
             W_sub = None if W is None else W[sub][:, :tc]  # (n, tc) token weights, or (n, 1) sequence weights
-            out = _loss(gcfg, gen, agg, logp, mb.logp_old[sub][:, :tc], A_sub, loss_mask, lref, W_sub)
+            out = _loss(gcfg, gen, logp, mb.logp_old[sub][:, :tc], A_sub, loss_mask, lref, W_sub)
             loss = out.loss
             if entropy_coef:  # the bonus as a loss: -coef * H, aggregated like the policy term
                 loss = loss - entropy_coef * aggregate(ent, loss_mask, agg, gen.max_tokens)

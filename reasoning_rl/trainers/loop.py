@@ -57,76 +57,82 @@ from typing import Any, Callable
 import torch
 
 import verifiers
-from curricula import Ledger, make_sampler
+from curricula import Ledger, UniformSampler, make_sampler
 
-from ..data.archive import provenance, write_groups
 from ..config.knobs import to_dict
 from ..config.sections import Config, RLConfig
+from ..data.archive import provenance, write_groups
+from ..data.run_dir import new_run_dir
 from ..errors import UserError
 from ..eval import held_out
 from ..models.device import resolve_threads
-from ..rollout.environments import check_environment, prompt_tools
-from .interrupts import Interrupted, stop_requests
-from ..models.lora import maybe_lora, reference_of
 from ..models.load import load_policy, load_tokenizer
-from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
-from ..data.run_dir import new_run_dir
+from ..models.lora import maybe_lora, reference_of
 from ..models.sft import seed_everything
-from ..task.task import Task
+from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
+from ..rollout.engines import make_engine
+from ..rollout.environments import check_environment, prompt_tools
 from ..task.check import require_parseable
+from ..task.task import Task
 from . import checkpoint
+from .algorithm import Algorithm, Learner, Net, adamw
 from .distributed import NullWriter, Ranks
+from .interrupts import Interrupted, stop_requests
 from .log_lines import log_line, warn_if_idle
 from .metrics import MetricsWriter
 from .monitors import Monitors
-from .algorithm import Algorithm, Learner, Net, adamw
 from .pipeline import RoundPipeline, staleness_metrics
-from ..rollout.engines import make_engine
 from .rounds import Round, Rounds, SandboxTally, WeightSync, round_metrics, round_seed
 
 
 @dataclass
 class Run:
-    """Everything one training run holds; built by `_setup`. The algorithm's hooks see only `learner`."""
+    """Everything one training run holds, built whole by `_setup`. The algorithm's hooks see only `learner`."""
     cfg: Config
     rl: RLConfig
     ranks: Ranks
     log: Callable[[str], None]
-    tok: Any
-    task: Task  # rows, prompts, reward and held-out scoring
+    task: Task  # rows, prompts and the reward
+    learner: Learner  # what the algorithm's hooks get: the policy, its reference, the tokenizer, the reward
     nets: list[Net]  # the policy first, then any further trained model (PPO: the critic)
-    rounds: Rounds
-    pool: Any
-    ledger: Ledger
-    sampler: Any
-    rng: random.Random  # the minibatch shuffle
-    rngs: dict[str, random.Random]
     states: dict[str, Any]  # the algorithm's checkpointed objects
-    evals: list[dict]
+    rounds: Rounds
+    pool: verifiers.VerifierPool
+    ledger: Ledger
+    sampler: UniformSampler  # or a subclass: which prompts a round draws (curricula.make_sampler)
+    rngs: dict[str, random.Random]  # every RNG a checkpoint holds; "shuffle" orders the minibatches
+    evals: list[dict]  # the held-out rows scored every eval_every steps
     prompts_here: int  # this rank's share of prompts_per_step
-    writer: Any = None
-    history: list[dict] = field(default_factory=list)
-    provenance: dict = field(default_factory=dict)  # verifier -> {version, options_hash}, for the archive
-    learner: Learner | None = None  # what the algorithm's hooks get
-    monitors: Any = None  # reward-hacking monitors (monitors.py)
-    weights: WeightSync | None = None  # which weights the engine holds
+    monitors: Monitors  # reward-hacking monitors
+    weights: WeightSync  # which weights the engine holds
+    provenance: dict  # verifier -> {version, options_hash}, stamped on every archived verdict
     pipeline: RoundPipeline | None = None  # max_staleness >= 1: the rounds requested ahead of the update
+    writer: MetricsWriter | NullWriter | None = None  # opened by `_start`
+    history: list[dict] = field(default_factory=list)
 
     @property
     def model(self) -> Any:
         return self.nets[0].module
 
     @property
-    def policy(self) -> Any:
-        """What the policy's forward/backward runs through (DDP under a launcher)."""
-        return self.nets[0].wrapped
+    def tok(self) -> Any:
+        return self.learner.tok
 
     def path(self, name: str) -> str:
         return os.path.join(self.cfg.output_dir, name)
 
     @property
+    def metrics_path(self) -> str:
+        return self.path("metrics.jsonl")
+
+    @property
+    def archive_path(self) -> str:
+        return self.path("archive.jsonl")
+
+    @property
     def logs(self) -> tuple[str, str]:
-        return self.path("metrics.jsonl"), self.path("archive.jsonl")
+        """The files a checkpoint cuts back to its step on resume."""
+        return self.metrics_path, self.archive_path
 
     def evaluate(self) -> dict[str, float]:
         """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
@@ -199,24 +205,20 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger)
     opt, sched = adamw(model, rl.lr, rl.warmup_steps)
     policy = Net("policy", model, ranks.wrap(model), opt, sched, "grad_norm")  # DDP under a launcher
-    rng = random.Random(cfg.seed)
-    rngs = {"sampler": sampler.rng, "shuffle": rng}
+    rngs = {"sampler": sampler.rng, "shuffle": random.Random(cfg.seed)}
     if rl.control:
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
-    run = Run(cfg, rl, ranks, log, tok, task, [policy], rounds, pool, ledger, sampler, rng, rngs, {},
-              task.rows("test")[:cfg.eval.size], prompts_here)
     share = rl.share_prompt_pass == "on" or rl.share_prompt_pass == "auto" and cfg.model.name_or_path != "tiny"
-    run.learner = Learner(rl, cfg.generation, policy, ref, tok, ranks, reward, share_prompts=share)
-    extra_nets, run.states = algo.setup(run.learner)
-    run.nets.extend(extra_nets)
-    run.monitors = Monitors(cfg.monitor, task, reward, cfg.seed)
+    learner = Learner(rl, cfg.generation, policy, ref, tok, ranks, reward, share_prompts=share)
+    extra_nets, states = algo.setup(learner)
     # resumed: the engine's weights are unknown until the first round pushes the checkpoint's (version -1)
-    run.weights = WeightSync(isinstance(rounds.engine, HFEngine), rl.push_every, version=-1 if resume else 0)
-    if rl.max_staleness:
-        run.pipeline = RoundPipeline(rounds, sampler, prompts_here, rl.max_staleness, cfg.seed + ranks.rank,
-                                     run.weights)
+    weights = WeightSync(isinstance(rounds.engine, HFEngine), rl.push_every, version=-1 if resume else 0)
+    pipeline = RoundPipeline(rounds, sampler, prompts_here, rl.max_staleness, cfg.seed + ranks.rank, weights) \
+        if rl.max_staleness else None
     described = task.describe(reward)
-    run.provenance = provenance(described)
+    run = Run(cfg, rl, ranks, log, task, learner, [policy, *extra_nets], states, rounds, pool, ledger, sampler, rngs,
+              task.rows("test")[:cfg.eval.size], prompts_here, Monitors(cfg.monitor, task, reward, cfg.seed), weights,
+              provenance(described), pipeline)
     if ranks.main:
         with open(run.path("task.json"), "w") as f:  # how this run's samples were checked (reverify reads it)
             json.dump(described, f, indent=1)
@@ -234,7 +236,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
                                 extra=_extra_states(run)) + 1
         run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
     elif run.ranks.main:
-        open(run.logs[1], "w").close()
+        open(run.archive_path, "w").close()
     if not resume and run.ranks.main and run.rl.eval_at_start:
         acc = run.evaluate()
         run.log(f"step 0: held-out accuracy {acc['eval/accuracy']:.3f} ({len(run.evals)} prompts, greedy; "
@@ -276,7 +278,7 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
         net.module.train()
     for _ in range(rl.num_iterations):
         order = list(range(n))
-        run.rng.shuffle(order)
+        run.rngs["shuffle"].shuffle(order)
         for j in range(n_mb):
             idx = torch.tensor(order[j * rl.minibatch_size:(j + 1) * rl.minibatch_size], dtype=torch.long)
             for net in run.nets:
@@ -299,21 +301,22 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
     return {k: sum(v) / len(v) for k, v in stats.items()}
 
 
-def _update(run: Run, algo: Algorithm, step: int, groups: list, m: dict) -> None:
-    """The algorithm's batch from this rank's kept groups, then its update; weights pushed to the engine."""
+def _update(run: Run, algo: Algorithm, step: int, groups: list) -> dict[str, float]:
+    """The algorithm's batch from this rank's kept groups, then its update. Returns the update's metrics."""
     rl = run.rl
-    batch, metrics = algo.make_batch(run.learner, groups)  # on every rank, even one with no groups (PPO gathers its KL)
-    m.update(metrics)
+    batch, m = algo.make_batch(run.learner, groups)  # on every rank, even one with no groups (PPO gathers its KL)
+    m = dict(m)
     n = len(batch) if batch is not None else 0
     n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
     if not n_mb:
         m["train/samples"] = 0  # said in the log line and counted at the end of the run, never silent
-        return
+        return m
     if batch is not None and (step % (rl.eval_every or 10) == 1 or rl.eval_every == 1):  # every 10 with evals off
         m.update(logprob_mismatch(run.model, run.tok, groups[:8], temperature=run.cfg.generation.temperature or 1.0))
     m.update(_train_epochs(run, algo, batch, n, n_mb))
     m["train/samples"] = n
     m.update(algo.after_update(run.learner, m))
+    return m
 
 
 def _make_round(run: Run, step: int) -> Round:
@@ -332,11 +335,11 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
     rl, rounds, pipe = run.rl, run.rounds, run.pipeline
     made = pipe.take(step) if pipe is not None else _make_round(run, step)
     wait = time.perf_counter() - t_step
-    batch, mine = made.batch, made.generated
+    kept, mine = made.kept, made.generated
     generated = run.ranks.gather(mine)  # every rank's verified groups (one process: its own)
     if run.ranks.main:
         run.ledger.update(generated, rounds.reward.outcome, step, retire_after=rl.retire_after or None)
-        with open(run.logs[1], "a", encoding="utf-8") as af:
+        with open(run.archive_path, "a", encoding="utf-8") as af:
             write_groups(af, generated, step, run.provenance)
     if pipe is not None and step + rl.max_staleness <= rl.steps:  # made while this step's update runs
         pipe.request(step + rl.max_staleness, step - 1, run.model, run.ledger.entries())
@@ -345,7 +348,7 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
     m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
         / max(1e-9, made.timing["rollout"])  # generated by this rank, over its generation time
     t0 = time.perf_counter()
-    _update(run, algo, step, batch, m)
+    m.update(_update(run, algo, step, kept))
     m.update({f"time/{k}": v for k, v in made.timing.items()})
     m["time/update"] = time.perf_counter() - t0
     m["time/wait"] = wait  # the round's making that the update did not hide (all of it when synchronous)

@@ -36,7 +36,7 @@ def shuffle_verdicts(groups: list[Group], rng: random.Random) -> list[Group]:
     verdicts = [s.verdicts for g in groups for s in g.samples]
     rng.shuffle(verdicts)
     it = iter(verdicts)
-    return [Group(g.prompt_id, g.prompt, g.task, [s.with_verdicts(next(it)) for s in g.samples]) for g in groups]
+    return [Group(g.prompt_id, g.prompt, g.row, [s.with_verdicts(next(it)) for s in g.samples]) for g in groups]
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Round:
     and the archive's), the refill's stats, its seconds (rollout, verify, verify_busy, push), the seed of its
     generation calls and how many calls it made. The weights' version is on every sample."""
     step: int
-    batch: list[Group]
+    kept: list[Group]
     generated: list[Group]
     refill: RefillStats
     timing: dict[str, float]
@@ -117,7 +117,7 @@ class Rounds:
             t0 = time.perf_counter()
             chunk = self.engine.generate(rows[i:i + size], self.rl.group_size, sampling)
             timing["rollout"] += time.perf_counter() - t0
-            chunk = [Group(g.prompt_id, g.prompt, g.task,
+            chunk = [Group(g.prompt_id, g.prompt, g.row,
                            [dataclasses.replace(x, weight_version=version) for x in g.samples]) for g in chunk]
             futures.append(self.verifying.submit(self._verify, chunk, timing))
         t1 = time.perf_counter()
@@ -145,9 +145,9 @@ class Rounds:
             generated.extend(groups)
             return groups
 
-        batch, refill = fill_batch(sampler.sample, generate, self.keep, n,
-                                   self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
-        return Round(step, batch, generated, refill, timing, seed, next(calls))
+        kept, refill = fill_batch(sampler.sample, generate, self.keep, n,
+                                  self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
+        return Round(step, kept, generated, refill, timing, seed, next(calls))
 
     def close(self) -> None:
         self.verifying.shutdown(wait=True)

@@ -43,7 +43,7 @@ def main(out_path: str) -> None:
     groups = engine.generate(prompts, 4, SamplingConfig(temperature=1.0, max_tokens=6, seed=0))
     report["group_ids"] = [g.prompt_id for g in groups]
     report["group_sizes"] = [len(g.samples) for g in groups]
-    report["tasks_kept"] = groups[0].task == {"answer": "42"}
+    report["tasks_kept"] = groups[0].row == {"answer": "42"}
     checks = []
     for g in groups:
         for s in g.samples:
