@@ -41,6 +41,9 @@ def files(tmp_path_factory):
         "badyaml": write("bad.yaml", "x: [\n"),
         "comp": write("comp.jsonl", '{"completion": "2", "answer": "2"}\n'),
         "gold": write("gold.jsonl", '{"gold": "2", "prediction": "2", "equivalent": true}\n'),
+        "nocompletion": write("nocompletion.jsonl", '{"prompt": "1+1=", "passed": true}\n'),
+        "noverdict": write("noverdict.jsonl", '{"prompt": "1+1=", "completion": "2"}\n'),
+        "allfailed": write("allfailed.jsonl", '{"prompt": "1+1=", "completion": "3", "passed": false}\n'),
         "nomodel": str(d / "empty_model_dir"),
     }
 
@@ -82,6 +85,19 @@ CASES = [
     (["eval", "--set", "model.gguf_file=m.gguf", "--dataset", "{ok}"], "model.gguf_file: value 'm.gguf' needs"),
     (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
     (["demo", "--set", "grpo.eval_at_end=false"], "demo: grpo.eval_at_end: value false leaves the demo nothing"),
+    # a distillation teacher, and SFT on verified samples: checked before anything loads
+    (["train", "distill", "--teacher", "/no/such/teacher", "--set", "output_dir={dir}/t1"],
+     "distill.teacher: '/no/such/teacher' is not a directory"),
+    (["train", "distill", "--set", "output_dir={dir}/t2"], "distill.teacher: empty; name the teacher"),
+    (["train", "distill", "--teacher", "tiny", "--set", "distill.teacher_gguf_file=x.gguf", "--set",
+      "output_dir={dir}/t3"], "distill.teacher_gguf_file: value 'x.gguf' needs distill.teacher to be the folder"),
+    (["sft", "--samples", "{nocompletion}", "--output", "{dir}/s1"], "row 0 has no 'completion' text"),
+    (["sft", "--samples", "{ok}", "--output", "{dir}/s2"], "row 0 has no 'completion' text"),
+    (["sft", "--samples", "{noverdict}", "--output", "{dir}/s3"], "row 0 carries no verdict"),
+    (["sft", "--samples", "{allfailed}", "--output", "{dir}/s4"], "no sample to train on (0 targets of 0 prompts "
+                                                                  "from 1 samples; left out: 1 failed)"),
+    (["sft", "--samples", "{dir}/missing.jsonl", "--output", "{dir}/s5"], "does not exist"),
+    (["sft", "--samples", "{nocompletion}"], "sft --samples: give --output DIR"),
     # runs
     (["train", "grpo", "--resume", "--set", "output_dir={dir}/no_run"], "holds no checkpoint"),
     (["train", "ppo", "--resume"], "--resume needs the run to continue"),

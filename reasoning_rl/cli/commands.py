@@ -62,6 +62,10 @@ def cmd_sft(args) -> int:
     import os
 
     cfg = load_config(args)
+    if args.samples:
+        from .data import _sft_on_samples
+
+        return _sft_on_samples(cfg, args)
     if cfg.model.name_or_path != "tiny":
         return _sft_on_target(cfg, args)
     _set_threads(cfg)
@@ -85,10 +89,17 @@ def cmd_sft(args) -> int:
 
 
 def cmd_train(args) -> int:
-    """`train grpo|ppo|dpo`: the config and the data checked before anything loads, the run directory claimed,
-    then the trainer; one line of results."""
+    """`train grpo|ppo|distill|dpo`: the config and the data checked before anything loads, the run directory
+    claimed, then the trainer; one line of results."""
+    if getattr(args, "teacher", None):
+        args.overrides = [*args.overrides, f"distill.teacher={args.teacher}"]
     cfg = load_config(args)
     check_model(cfg)
+    if args.algorithm == "distill":
+        from ..models.load import load_tokenizer
+        from ..models.teacher import check_teacher
+
+        check_teacher(cfg, load_tokenizer(cfg))
     pairs = None
     if args.algorithm == "dpo" and args.pairs:
         from .verify import read_rows
@@ -105,13 +116,14 @@ def cmd_train(args) -> int:
                   f"{r.metrics['rewards/accuracies']:.3f}  held-out accuracy {r.accuracy_before:.3f} -> "
                   f"{r.accuracy_after:.3f}")
         return 0
+    from ..trainers.distill import train_distill
     from ..trainers.grpo import train_grpo
     from ..trainers.ppo import train_ppo
 
     if args.resume_changed and not args.resume:
         raise UserError("--resume-changed goes with --resume")
-    history, _, _ = (train_grpo if args.algorithm == "grpo" else train_ppo)(cfg, resume=args.resume,
-                                                                            resume_changed=args.resume_changed)
+    trainer = {"grpo": train_grpo, "ppo": train_ppo, "distill": train_distill}[args.algorithm]
+    history, _, _ = trainer(cfg, resume=args.resume, resume_changed=args.resume_changed)
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
         print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
@@ -147,7 +159,7 @@ def cmd_demo(args) -> int:
 
 # ---------------------------------------------------------------- parser
 def _add_train_commands(sub) -> None:
-    """`train grpo|ppo|prm|dpo`."""
+    """`train grpo|ppo|distill|prm|dpo`."""
     p = cmd(sub, "train", "train a policy", "reasoning-rl train grpo --set grpo.steps=20")
     tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True, parser_class=Parser)
     q = cmd(tsub, "grpo", "GRPO under the outcome verifier on the configured tasks",
@@ -161,6 +173,16 @@ def _add_train_commands(sub) -> None:
     add_config_args(q)
     add_task_args(q, verifier=True)
     add_run_dir_args(q)
+    q.set_defaults(func=cmd_train)
+    q = cmd(tsub, "distill", "on-policy distillation: the student samples, a frozen teacher scores every sampled "
+                             "token (the per-token reverse KL, or a dense divergence), optionally plus the verifier's "
+                             "outcome", "reasoning-rl train distill --teacher runs/teacher/final "
+                                        "--set model.name_or_path=smollm2-135m-instruct --set distill.steps=20")
+    add_config_args(q)
+    add_task_args(q, verifier=True)
+    add_run_dir_args(q)
+    q.add_argument("--teacher", metavar="MODEL", help="the teacher (a model name, folder or .gguf file); overrides "
+                                                       "distill.teacher")
     q.set_defaults(func=cmd_train)
     q = cmd(tsub, "prm", "the tiny process reward model on generated step-by-step solutions",
              "reasoning-rl train prm --set prm.steps=200")
@@ -189,6 +211,8 @@ def _add_data_commands(sub) -> None:
     p.add_argument("--max-tokens", type=POS_INT, default=None,
                    help="new tokens per completion (default: the config's generation.max_tokens)")
     p.add_argument("--ledger", help="also record the groups in this SQLite curriculum ledger")
+    p.add_argument("--model", metavar="MODEL", help="the model that samples (a teacher's verified samples, or the "
+                                                    "student's own); overrides model.name_or_path")
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_curate)
 
@@ -276,14 +300,25 @@ def _add_inspect_commands(sub) -> None:
 
 
 def _add_sft_command(sub) -> None:
-    p = cmd(sub, "sft", "supervised training on the task's gold completions: the embedded tiny model's cached warm "
-                        "start, or any model on tasks.target_col; prints held-out accuracy",
-            "reasoning-rl sft --dataset gsm8k.jsonl --preset gsm8k --set model.name_or_path=MODEL --output runs/sft")
+    p = cmd(sub, "sft", "supervised training: on verified samples (--samples: what the verifier passed, several per "
+                        "prompt), on the task's gold completions (tasks.target_col), or the embedded tiny model's "
+                        "cached warm start; prints held-out accuracy",
+            "reasoning-rl sft --samples out/curated/samples.jsonl --set model.name_or_path=MODEL --output runs/sft")
     add_config_args(p)
     add_task_args(p)
+    p.add_argument("--samples", metavar="FILE", help="train on these verified samples: `curate`'s samples.jsonl, a "
+                                                     "run's archive.jsonl, or rows of prompt, completion and passed "
+                                                     "(or status); only the passed ones unless --all-samples")
+    p.add_argument("--verifier", help="with --samples: the verdict that decides (default: the run's outcome, or the "
+                                      "only one the samples carry)")
+    p.add_argument("--all-samples", action="store_true", help="with --samples: failed (and unverified) samples too; "
+                                                             "masked ones never")
+    p.add_argument("--steps", type=POS_INT, help="with --samples: optimiser steps of this run (default sft.steps; the "
+                                                 "tiny model's cached warm start, which it starts from, keeps "
+                                                 "sft.steps)")
     p.add_argument("--force", action="store_true", help="tiny: retrain even if a cached checkpoint exists")
     p.add_argument("--output", metavar="DIR", help="also save the checkpoint here (required for a model other "
-                                                   "than tiny)")
+                                                   "than tiny, and with --samples)")
     p.set_defaults(func=cmd_sft)
 
 

@@ -8,11 +8,11 @@ The lowest row of `reasoning_rl` (docs/architecture.md): it imports nothing of t
 errors, so every other folder can read a config.
 """
 from .knobs import ConfigError, apply_overrides, describe, from_dict, knob, load, redefault, to_dict
-from .rl import GRPOConfig, PPOConfig, RLConfig
+from .rl import DistillConfig, GRPOConfig, PPOConfig, RLConfig
 from .sections import (Config, DPOConfig, EvalConfig, GenerationConfig, LoRAConfig, ModelConfig, MonitorConfig,
                        PRMTrainConfig, RewardTermConfig, SFTConfig, TaskConfig, TinyModelConfig)
 
 __all__ = ["ConfigError", "apply_overrides", "describe", "from_dict", "knob", "load", "redefault", "to_dict",
            "Config", "DPOConfig", "EvalConfig", "GenerationConfig", "LoRAConfig", "ModelConfig", "MonitorConfig",
            "PRMTrainConfig", "RewardTermConfig", "SFTConfig", "TaskConfig", "TinyModelConfig", "GRPOConfig",
-           "PPOConfig", "RLConfig"]
+           "PPOConfig", "RLConfig", "DistillConfig"]

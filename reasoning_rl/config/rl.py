@@ -166,18 +166,70 @@ class GRPOConfig(RLConfig):
 
     SECTION: ClassVar[str] = "grpo"
 
+    @property
+    def compares_within_groups(self) -> bool:
+        """Whether the advantage compares a sample with its group (GRPO's always; distillation's only through the
+        outcome term)."""
+        return True
+
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.group_size < 2:
-            raise ConfigError(f"grpo.group_size: value {self.group_size} is below 2 (a group needs two samples to "
-                              "compare)")
+        if self.group_size < 2 and self.compares_within_groups:
+            raise ConfigError(f"{self.SECTION}.group_size: value {self.group_size} is below 2 (a group needs two "
+                              "samples to compare)")
         if self.advantage == "process" and not self.prm_model:
-            raise ConfigError("grpo.advantage=process needs grpo.prm_model (a PRM path; `reasoning-rl train prm` "
-                              "makes one)")
+            raise ConfigError(f"{self.SECTION}.advantage=process needs {self.SECTION}.prm_model (a PRM path; "
+                              "`reasoning-rl train prm` makes one)")
         if self.advantage == "pass_at_k" and self.pass_k > self.group_size:
-            raise ConfigError(f"grpo.pass_k: value {self.pass_k} is above grpo.group_size ({self.group_size})")
+            raise ConfigError(f"{self.SECTION}.pass_k: value {self.pass_k} is above {self.SECTION}.group_size "
+                              f"({self.group_size})")
         if self.loss_type == "cispo" and self.ratio_level == "sequence":
-            raise ConfigError("grpo.loss_type=cispo weighs each token: grpo.ratio_level must be token")
+            raise ConfigError(f"{self.SECTION}.loss_type=cispo weighs each token: {self.SECTION}.ratio_level must be "
+                              "token")
+
+
+@dataclass(frozen=True)
+class DistillConfig(GRPOConfig):
+    """On-policy distillation (docs/algorithms.md §distill): the student samples groups as GRPO does; a frozen teacher
+    scores every sampled token; the per-token advantage is the negative reverse KL (or a dense divergence is the
+    loss), optionally plus the verifier's outcome advantage. GRPO's knobs, with the defaults distillation calls for."""
+    # every sample carries a dense signal: no group needs to be mixed, and no prompt is drawn for its pass rate
+    filter_mixed: bool = redefault(RLConfig, "filter_mixed", False)
+    sampler: Literal["uniform", "mixed_band"] = redefault(RLConfig, "sampler", "uniform")
+    group_size: int = redefault(RLConfig, "group_size", 4)
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo"] = redefault(GRPOConfig, "loss_type", "dapo")
+    teacher: str = knob("", "the teacher: a model name, Hugging Face folder or .gguf file, as model.name_or_path "
+                            "takes; frozen, never trained. TRL teacher_model_name_or_path")
+    teacher_gguf_file: str = knob("", "the GGUF file inside distill.teacher when that is a folder of several")
+    teacher_device: str = knob("same", "where the teacher runs: same (the student's device), cpu, cuda, cuda:N")
+    loss: Literal["reverse_kl", "jsd", "topk_forward_kl"] = knob(
+        "reverse_kl", "reverse_kl: the sampled tokens' advantage A_t = log p_T - log p_S, climbed with the clipped "
+                      "surrogate (Thinking Machines' on-policy distillation; one teacher log-prob a token); jsd: the "
+                      "generalized JSD over the whole vocabulary at every sampled position, as TRL's "
+                      "DistillationTrainer (beta: jsd_beta); topk_forward_kl: the forward KL on the teacher's top_k "
+                      "tokens (docs/algorithms.md §distill)")
+    jsd_beta: float = knob(1.0, "loss=jsd: 0 = forward KL(teacher || student), 1 = reverse KL(student || teacher), "
+                                "between = the generalized JSD; TRL DistillationTrainer beta", min=0.0, max=1.0)
+    top_k: int = knob(16, "loss=topk_forward_kl: the teacher's most likely tokens the forward KL is taken over",
+                      min=1)
+    reward_weight: float = knob(0.0, "weight of the verifier's group-normalised outcome advantage added to every "
+                                     "token's distillation signal (0 = distillation alone; samples the verifier "
+                                     "masked are then left out, never scored 0)", min=0.0)
+
+    SECTION: ClassVar[str] = "distill"
+
+    @property
+    def compares_within_groups(self) -> bool:
+        return self.reward_weight > 0  # the teacher's signal needs no group: group_size 1 is a plain batch
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.advantage == "process":
+            raise ConfigError("distill.advantage=process: the reward term of distillation is an outcome advantage "
+                              "(grpo, dr_grpo, rloo, pass_at_k)")
+        if self.loss != "reverse_kl" and self.environment:
+            raise ConfigError(f"distill.loss={self.loss} scores the whole vocabulary at each position; with "
+                              "distill.environment use loss=reverse_kl")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from .knobs import ConfigError, knob
-from .rl import GRPOConfig, PPOConfig, RLConfig  # noqa: F401 - the RL sections, re-exported here
+from .rl import DistillConfig, GRPOConfig, PPOConfig, RLConfig  # noqa: F401 - the RL sections, re-exported here
 
 
 @dataclass(frozen=True)
@@ -255,6 +255,8 @@ class Config:
     sft: SFTConfig = knob(default_factory=SFTConfig, help="supervised warm start")
     grpo: GRPOConfig = knob(default_factory=GRPOConfig, help="GRPO training (RLConfig's knobs + its own)")
     ppo: PPOConfig = knob(default_factory=PPOConfig, help="PPO training, critic + GAE (RLConfig's knobs + its own)")
+    distill: DistillConfig = knob(default_factory=DistillConfig,
+                                  help="on-policy distillation from a teacher (GRPO's knobs + its own)")
     prm: PRMTrainConfig = knob(default_factory=PRMTrainConfig, help="the tiny process reward model")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")
     monitor: MonitorConfig = knob(default_factory=MonitorConfig, help="reward-hacking monitors during RL training")

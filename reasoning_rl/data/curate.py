@@ -1,7 +1,8 @@
 """`reasoning-rl curate`: sample G completions per prompt, verify them, and write the dataset back
 with pass-rate columns (`attempts`, `passes`, `pass_rate`, `mixed`), so users can pre-filter a
-dataset before training (keep `mixed`, or a pass-rate band). Optionally records the groups in
-a curriculum ledger so training starts with them.
+dataset before training (keep `mixed`, or a pass-rate band), and every verified sample (`samples.jsonl`,
+the rollout archive's lines), which `reasoning-rl sft --samples` fine-tunes on (a teacher's, or the student's own:
+ReST-EM). Optionally records the groups in a curriculum ledger so training starts with them.
 
 The outcome is the binary verdict of the task's outcome verifier against the row's reference
 (reasoning_rl/task/task.py); masked verdicts are not attempts and never make a prompt mixed.
@@ -49,8 +50,9 @@ def sample_pairs(cfg, model, tokenizer, task: Task, rows: Sequence[dict], n: int
 
 
 def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling: SamplingConfig,
-           ledger_path: str | None = None, batch_prompts: int = 64, log=print) -> list[dict]:
-    """The rows with pass-rate columns from G verified samples each (masked samples are not attempts)."""
+           ledger_path: str | None = None, batch_prompts: int = 64, log=print) -> tuple[list[dict], list]:
+    """(the rows with pass-rate columns, the verified groups): G verified samples each (masked samples are not
+    attempts)."""
     groups = sample_verified(model, tokenizer, task, rows, n, sampling, batch_prompts, log)
     verifier = task.outcome
     if ledger_path:
@@ -63,14 +65,16 @@ def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling:
         out.append(dict(base, attempts=len(scored), passes=sum(scored),
                         pass_rate=(sum(scored) / len(scored)) if scored else None,
                         mixed=g.is_mixed(verifier), masked=len(g.samples) - len(scored)))
-    return out
+    return out, groups
 
 
-def write_rows(rows: list[dict], output: str) -> None:
-    """A datasets directory (save_to_disk) plus data.jsonl inside `output`: both or neither (an interrupt while they
-    are written leaves `output` as it was)."""
+def write_rows(rows: list[dict], output: str, groups: Sequence | None = None) -> None:
+    """A datasets directory (save_to_disk) plus data.jsonl inside `output`, and with `groups` every verified sample
+    as samples.jsonl (the rollout archive's lines: what `reasoning-rl sft --samples` trains on): all or none (an
+    interrupt while they are written leaves `output` as it was)."""
     from datasets import Dataset
 
+    from .archive import write_groups
     from .run_dir import written_together
 
     with written_together(output) as d:
@@ -78,3 +82,6 @@ def write_rows(rows: list[dict], output: str) -> None:
         with open(os.path.join(d, "data.jsonl"), "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        if groups is not None:
+            with open(os.path.join(d, "samples.jsonl"), "w", encoding="utf-8") as f:
+                write_groups(f, groups, step=0)

@@ -18,16 +18,15 @@ from .tiny.tokenizer import build_char_tokenizer
 _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none is spent for a local path)
 
 
-def check_model_source(name: str, gguf_file: str = "") -> None:
-    """Raise UserError (one line naming model.name_or_path) unless `name` can be loaded: "tiny", a named model
+def check_model_source(name: str, gguf_file: str = "", key: str = "model.name_or_path") -> None:
+    """Raise UserError (one line naming `key`, model.name_or_path by default) unless `name` can be loaded: "tiny", a named model
     whose package is installed, a GGUF file (or a folder + model.gguf_file), a local directory with a
     config.json, a Hub name in the local Hugging Face cache, or one the Hub answers for within a short
     timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
     import os
 
-    if gguf_path(name, gguf_file) or name == "tiny":  # the GGUF settings first: tiny + gguf_file is an error too
+    if gguf_path(name, gguf_file, key) or name == "tiny":  # the GGUF settings first: tiny + gguf_file is an error too
         return
-    key = "model.name_or_path"
     if os.path.isdir(name):
         if not os.path.isfile(os.path.join(name, "config.json")):
             raise UserError(f"{key}: directory {name!r} holds no config.json (not a saved Hugging Face model)")
@@ -56,7 +55,6 @@ def check_model_source(name: str, gguf_file: str = "") -> None:
 def load_policy(cfg: Config, log=print):
     """(model, tokenizer) as the config asks, in eval mode, on model.device in model.dtype."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     m = cfg.model
     name = m.name_or_path
@@ -68,12 +66,24 @@ def load_policy(cfg: Config, log=print):
             model, tok = build_tiny(cfg)
             return _place(model, device, dtype, m.gradient_checkpointing), tok
         name = build_sft_checkpoint(cfg, log=log)
-    name = resolve(name, m.gguf_file, m.dtype, log=log)
+    model, tok = load_pretrained(cfg, name, m.gguf_file, log=log)
+    return _place(model, device, dtype, m.gradient_checkpointing), tok
+
+
+def load_pretrained(cfg: Config, name: str, gguf_file: str = "", log=print):
+    """(model, tokenizer) of a saved causal LM: a folder, a GGUF file, a named model or a Hub name, in model.dtype
+    (not placed, not in eval mode). The policy's and a distillation teacher's one path."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    m = cfg.model
+    name = resolve(name, gguf_file, m.dtype, log=log)
     tok = load_tokenizer(cfg, name)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[m.dtype]
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
     if tok.pad_token_id is not None and model.config.pad_token_id is None:
         model.config.pad_token_id = tok.pad_token_id
-    return _place(model, device, dtype, m.gradient_checkpointing), tok
+    return model, tok
 
 
 def load_tokenizer(cfg: Config, name: str | None = None):

@@ -23,14 +23,10 @@ from typing import Sequence
 import torch
 
 
-def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
-                   completion_mask: torch.Tensor, *, temperature: float = 1.0, return_entropy: bool = False,
-                   share_prompts: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc).
-
-    share_prompts: rows with the same prompt (a group's samples) run it through the model once; its keys and values
-    are copied to each of its rows and the completions run after them (`_shared_prompt_logits`). The same values
-    and gradients up to float noise, for about (unique prompts x Tp + B x Tc) tokens instead of B x (Tp + Tc)."""
+def completion_logits(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                      completion_mask: torch.Tensor, *, share_prompts: bool = False) -> torch.Tensor:
+    """The logits that predict each completion token, (B, Tc, V) in the model's dtype: position t's row predicts
+    completion token t. share_prompts: see `token_logprobs`."""
     if prompt_ids.shape[0] != completion_ids.shape[0]:
         raise ValueError(f"prompt batch {prompt_ids.shape[0]} != completion batch {completion_ids.shape[0]}")
     logits = _shared_prompt_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask) \
@@ -43,7 +39,19 @@ def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, c
         out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                     logits_to_keep=Tc + 1, use_cache=False)
         logits = out.logits[:, :-1, :]  # (B, Tc, V): position t predicts completion token t
-    logits = logits.float()
+    return logits
+
+
+def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
+                   completion_mask: torch.Tensor, *, temperature: float = 1.0, return_entropy: bool = False,
+                   share_prompts: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc).
+
+    share_prompts: rows with the same prompt (a group's samples) run it through the model once; its keys and values
+    are copied to each of its rows and the completions run after them (`_shared_prompt_logits`). The same values
+    and gradients up to float noise, for about (unique prompts x Tp + B x Tc) tokens instead of B x (Tp + Tc)."""
+    logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                               share_prompts=share_prompts).float()
     if temperature != 1.0:
         logits = logits / temperature
     lse = torch.logsumexp(logits, dim=-1)  # (B, Tc)

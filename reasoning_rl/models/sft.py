@@ -1,4 +1,7 @@
-"""Supervised warm start: teach a causal LM `prompt -> answer<eos>` on the procedural tasks.
+"""Supervised training: teach a causal LM `prompt -> target` on response tokens only; the tiny model's warm start.
+
+Targets are the embedded tasks' gold answers (the warm start), a task's gold completions (`tasks.target_col`), or
+verified samples (a row's own `completion`, or its sampled `ids` with their `loss_mask`: data/verified.py).
 
 Loss is cross-entropy on the response tokens only (prompt and padding masked), the same
 masking the RL trainers use. The embedded default's SFT checkpoint is cached under a key
@@ -6,7 +9,8 @@ made of every config value that shapes it, so the demo and the tests build it on
 
 Written as a plain loop rather than TRL's `SFTTrainer`: on a 1 M-parameter model the
 per-step overhead of `transformers.Trainer` dominates, and the cache key needs the
-exact recipe. Not here: packing, LoRA, chat data.
+exact recipe. Not here: packing; the adapters (models/lora.py) and the prompts' chat template (the task renders
+them) are the caller's.
 """
 from __future__ import annotations
 
@@ -52,24 +56,30 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def encode_pairs(tokenizer, prompts: list[str], completions: list[str]):
-    """Right-padded (B, T) input_ids, attention_mask and a response mask (1 on completion tokens)."""
+def encode_pairs(tokenizer, prompts: list[str], completions: list):
+    """Right-padded (B, T) input_ids, attention_mask and a response mask (1 on the completion tokens trained on).
+    A completion is text (tokenized, EOS appended, every token trained) or (ids, loss_mask): a sample's ids as
+    sampled, trained where the mask is 1 (an episode's tool output is 0), nothing appended."""
     import torch
 
     rows = []
     for p, c in zip(prompts, completions):
         p_ids = tokenizer(p)["input_ids"]  # with the tokenizer's own special tokens (BOS)
-        c_ids = tokenizer(c, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        rows.append((p_ids, c_ids))
-    T = max(len(p) + len(c) for p, c in rows)
+        if isinstance(c, str):
+            c_ids = tokenizer(c, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            c_mask = [1] * len(c_ids)
+        else:
+            c_ids, c_mask = list(c[0]), list(c[1])
+        rows.append((p_ids, c_ids, c_mask))
+    T = max(len(p) + len(c) for p, c, _ in rows)
     ids = torch.full((len(rows), T), tokenizer.pad_token_id, dtype=torch.long)
     attn = torch.zeros((len(rows), T), dtype=torch.long)
     resp = torch.zeros((len(rows), T), dtype=torch.long)
-    for i, (p, c) in enumerate(rows):
+    for i, (p, c, m) in enumerate(rows):
         n = len(p) + len(c)
         ids[i, :n] = torch.tensor(p + c)
         attn[i, :n] = 1
-        resp[i, len(p):n] = 1
+        resp[i, len(p):n] = torch.tensor(m, dtype=torch.long)
     return ids, attn, resp
 
 
@@ -94,13 +104,22 @@ def sft_completion(row: dict, worked_fraction: float, rng: random.Random, tool_f
     return row["answer"]
 
 
+def _target(row: dict, s, rng: random.Random):
+    """A row's SFT target: its own ids and loss mask (a verified episode), its own completion (a verified sample),
+    else the embedded task's gold (sft_completion)."""
+    if row.get("ids"):
+        return row["ids"], row["loss_mask"]
+    if "completion" in row:
+        return row["completion"]
+    return sft_completion(row, s.worked_fraction, rng, s.tool_fraction)
+
+
 def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, s) -> float:
     """One optimiser step on a random batch of SFT targets (`s`: an SFTConfig); returns the loss."""
     import torch
 
     batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
-    ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch],
-                                   [sft_completion(r, s.worked_fraction, rng, s.tool_fraction) for r in batch])
+    ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [_target(r, s, rng) for r in batch])
     loss = sft_loss(model, ids, attn, resp)
     opt.zero_grad(set_to_none=True)
     loss.backward()

@@ -61,25 +61,27 @@ def named_gguf(name: str) -> str | None:
     return path
 
 
-def gguf_path(name: str, gguf_file: str = "") -> str | None:
-    """The GGUF file a config names (a named model, a .gguf path, or a folder + model.gguf_file), else None."""
+def gguf_path(name: str, gguf_file: str = "", key: str = KEY) -> str | None:
+    """The GGUF file a config names (a named model, a .gguf path, or a folder + its gguf_file), else None. `key`:
+    the knob that named it (model.name_or_path, or distill.teacher), for the one-line errors."""
+    file_key = key.removesuffix(".name_or_path") + (".gguf_file" if key.endswith(".name_or_path") else "_gguf_file")
     named = named_gguf(name)
     if named:
         if gguf_file:
-            raise UserError(f"model.gguf_file: value {gguf_file!r} is set, but {KEY}={name!r} names a model that "
+            raise UserError(f"{file_key}: value {gguf_file!r} is set, but {key}={name!r} names a model that "
                             "brings its own file")
         return named
     if gguf_file:
         if not os.path.isdir(name):
-            raise UserError(f"model.gguf_file: value {gguf_file!r} needs {KEY} to be the folder holding it; "
+            raise UserError(f"{file_key}: value {gguf_file!r} needs {key} to be the folder holding it; "
                             f"{name!r} is not a directory")
         path = os.path.join(name, gguf_file)
         if not os.path.isfile(path):
-            raise UserError(f"model.gguf_file: {gguf_file!r} is not a file in {name!r}")
+            raise UserError(f"{file_key}: {gguf_file!r} is not a file in {name!r}")
         return path
     if name.lower().endswith(".gguf"):
         if not os.path.isfile(name):
-            raise UserError(f"{KEY}: {name!r} ends in .gguf but is not a file")
+            raise UserError(f"{key}: {name!r} ends in .gguf but is not a file")
         return name
     return None
 

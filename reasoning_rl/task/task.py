@@ -223,6 +223,11 @@ class Task:
                                 f"{tc.max_prompt_tokens} tokens")
             setattr(self, split, kept)
 
+    def render_prompt(self, tokenizer, raw, where: str = "a prompt") -> str:
+        """A prompt from outside the task's rows (text or chat messages) as the model sees the task's own: the same
+        template, instruction, system prompt and chat template. After `render`."""
+        return self._render_one(tokenizer, {"raw": raw}, where)
+
     def _render_one(self, tokenizer, row: dict, where: str, tools: list | None = None) -> str:
         tc, raw = self.cfg, row["raw"]
         if isinstance(raw, list):

@@ -45,7 +45,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
 # what may change on --resume and keep the run's trajectory: how long it runs, how it is watched and logged
 KEEP_TRAJECTORY = ("output_dir", "eval.size", "monitor.", "{algo}.steps", "{algo}.eval_every", "{algo}.eval_at_start",
                    "{algo}.eval_at_end", "{algo}.checkpoint_every", "{algo}.verifier_workers")
-OTHER_TRAINERS = ("grpo.", "ppo.", "dpo.", "prm.")  # another trainer's section is not read by this one
+OTHER_TRAINERS = ("grpo.", "ppo.", "distill.", "dpo.", "prm.")  # another trainer's section is not read by this one
 
 
 def resume_changes(saved: dict, now: dict, algo: str) -> tuple[list[str], list[str]]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Callable
 
 _LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2f}"),
-        ("yield", "curriculum/yield", "{:.2f}"), ("cut", "completions/clipped_ratio", "{:.2f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
+        ("yield", "curriculum/yield", "{:.2f}"), ("cut", "completions/clipped_ratio", "{:.2f}"),
+        ("rev-kl", "distill/reverse_kl", "{:.3f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
         ("kl", "kl", "{:.4f}"), ("clip", "clip_ratio/region", "{:.3f}"), ("rollout", "time/rollout", "{:.2f}s"),
         ("verify", "time/verify", "{:.2f}s"), ("update", "time/update", "{:.2f}s"),
         ("sandbox", "sandbox/wall_s", "{:.2f}s"), ("held-out", "eval/accuracy", "{:.3f}"),

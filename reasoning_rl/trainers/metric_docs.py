@@ -16,11 +16,11 @@ from typing import NamedTuple
 class Metric(NamedTuple):
     name: str
     unit: str
-    trainers: str  # "grpo", "ppo" or "grpo, ppo"
+    trainers: str  # "grpo", "ppo", "distill" or several (distill runs GRPO's update: "grpo" ones too)
     meaning: str
 
 
-BOTH = "grpo, ppo"
+BOTH = "grpo, ppo, distill"  # the loop's own metrics: every RL trainer writes them
 METRICS: tuple[Metric, ...] = (
     Metric("step", "round", BOTH, "the training round (0 = the evaluation before the first update)"),
     # rewards and verification
@@ -121,6 +121,18 @@ METRICS: tuple[Metric, ...] = (
                                                           "whole conversation (tool_format chat; the archive's "
                                                           "last turn gives the first differing position)"),
     Metric("time/tools", "seconds", BOTH, "tool time this round, summed over calls (they run concurrently)"),
+    # distillation (train distill; it writes GRPO's update metrics too)
+    Metric("distill/reverse_kl", "nats", "distill", "mean over the batch's model tokens of log p_S - log p_T of the "
+                                                    "sampled token: the single-sample estimate of KL(student || "
+                                                    "teacher) per token (0 when they agree)"),
+    Metric("distill/teacher_logprob", "nats", "distill", "the teacher's mean log-prob of the student's sampled "
+                                                         "tokens, at the rollout's temperature"),
+    Metric("distill/samples", "samples", "distill", "samples the distillation batch trains on (every sample of the "
+                                                    "round; with reward_weight > 0, those the verifier scored)"),
+    Metric("distill/outcome_advantage_abs", "advantage", "distill", "with reward_weight > 0: mean |outcome "
+                                                                    "advantage| of the batch, before the weight"),
+    Metric("distill/divergence", "nats", "distill", "loss jsd or topk_forward_kl: the divergence, token mean over "
+                                                    "the minibatch's model tokens (what loss/policy reports then)"),
     # time
     Metric("time/rollout", "seconds", BOTH, "generation time this round"),
     Metric("time/verify", "seconds", BOTH, "verification time on the round's critical path"),
@@ -158,7 +170,7 @@ def undocumented(keys) -> list[str]:
 
 def render_markdown() -> str:
     lines = ["# Metrics reference", "",
-             "Every key the GRPO and PPO trainers write to `metrics.jsonl` (one JSON line per round) and to "
+             "Every key the GRPO, PPO and distillation trainers write to `metrics.jsonl` (one JSON line per round) and to "
              "TensorBoard. Generated from `reasoning_rl/trainers/metric_docs.py` by "
              "`python -m reasoning_rl.trainers.metric_docs > docs/metrics.md`; a test fails when a run writes a key "
              "missing here, or when this file is older than the list.", "",

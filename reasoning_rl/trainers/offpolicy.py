@@ -22,16 +22,20 @@ from ..algos.correction import correct
 
 
 @torch.no_grad()
-def trainer_logprobs(model, tokens: TokenBatch, temperature: float, bf16: bool, batch_size: int = 64) -> torch.Tensor:
-    """log pi_old(y_t | x, y_<t) under the trainer's current weights for every row. (n, Tc)"""
+def trainer_logprobs(model, tokens: TokenBatch, temperature: float, bf16: bool, batch_size: int = 64,
+                     share_prompts: bool = False) -> torch.Tensor:
+    """log pi(y_t | x, y_<t) of every row's tokens under `model` (the trainer's current weights: its pi_old; or a
+    distillation teacher), in chunks of `batch_size` rows; `share_prompts`: a group's prompt run once. (n, Tc)"""
     out = torch.zeros_like(tokens.logp_old)
+    device = next(model.parameters()).device
     for i in range(0, len(tokens), batch_size):
         sl = slice(i, i + batch_size)
-        p_ids, p_mask, c_ids, c_mask = trim_padding(tokens.p_ids[sl], tokens.p_mask[sl], tokens.c_ids[sl],
-                                                    tokens.c_mask[sl])
+        p_ids, p_mask, c_ids, c_mask = (t.to(device) for t in trim_padding(tokens.p_ids[sl], tokens.p_mask[sl],
+                                                                           tokens.c_ids[sl], tokens.c_mask[sl]))
         with autocast(bf16, model):
-            lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=temperature)
-        out[sl, :lp.shape[1]] = lp.float()
+            lp = token_logprobs(model, p_ids, p_mask, c_ids, c_mask, temperature=temperature,
+                                share_prompts=share_prompts)
+        out[sl, :lp.shape[1]] = lp.float().to(out.device)
     return out
 
 

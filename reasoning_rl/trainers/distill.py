@@ -1,0 +1,160 @@
+"""On-policy distillation: the student samples, a frozen teacher scores every sampled token.
+
+What is distillation's own (the loop, `loop.py`, samples, verifies, archives, evaluates and checkpoints; GRPO's
+update does the rest):
+  - set-up: the teacher (models/teacher.py: the policy's sources, frozen, the student's tokenizer), on
+    distill.teacher_device;
+  - the batch: every sample of the round (no group needs to be mixed: the signal is per token), the teacher's
+    log-prob of each sampled token at the rollout's temperature, and per token A_t = log p_T - log p_S (loss
+    reverse_kl; docs/algorithms.md §distill), plus reward_weight x the group-normalised outcome advantage (the
+    samples the verifier masked are then left out, never scored 0). Observation tokens of an episode carry no
+    advantage and no loss (their loss mask is 0);
+  - the update: loss reverse_kl is GRPO's clipped surrogate on those per-token advantages (grpo_batch.py);
+    jsd and topk_forward_kl take the divergence over the whole vocabulary at each sampled position (the teacher's
+    forward pass in each micro-batch), token-mean aggregated as TRL's DistillationTrainer does, plus the outcome
+    term's surrogate when reward_weight > 0.
+
+Not here: the maths (algos/distill.py), loading the teacher (models/teacher.py).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ..algos.advantages import ADVANTAGES, GroupOptions
+from ..algos.distill import DIVERGENCES, DivergenceOptions, log_probs_at, reverse_kl_advantage
+from ..algos.losses import POLICY_LOSSES, masked_mean, token_mean
+from ..config.sections import Config
+from ..models.load import autocast, load_tokenizer
+from ..models.logprobs import completion_logits, length_buckets, pad_rollouts, prompt_runs, trim_padding
+from ..models.teacher import check_teacher, load_teacher
+from ..types import Group
+from . import loop
+from .algorithm import Learner, Net
+from .grpo import GRPO
+from .grpo_batch import GRPOBatch
+from .offpolicy import correct_batch, trainer_logprobs
+
+__all__ = ["Distill", "train_distill", "distill_batch"]
+
+
+def _trainable(groups: list[Group], reward, rl) -> tuple[list[tuple[Group, int]], torch.Tensor | None]:
+    """(group, sample index) of every sample the batch trains on, and with reward_weight > 0 their outcome
+    advantages (n,) from the group estimator over each group's scored samples (masked ones out)."""
+    if not rl.reward_weight:
+        return [(g, i) for g in groups for i, s in enumerate(g.samples) if s.token_ids
+                and not (rl.mask_truncated_completions and s.truncated)], None
+    est = ADVANTAGES.get(rl.advantage)
+    scores = [[(reward.combine(s.verdicts) if est.scores == "reward" else
+                (None if s.outcome(reward.outcome) is None else float(s.outcome(reward.outcome)))) for s in g.samples]
+              for g in groups]
+    R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores])  # (B, G)
+    valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
+                          for row, g in zip(scores, groups)])
+    A = est(R, valid, GroupOptions(scale=rl.scale_rewards, k=rl.pass_k))  # (B, G)
+    picked = [(b, i) for b, g in enumerate(groups) for i, s in enumerate(g.samples)
+              if valid[b, i] and not (rl.mask_truncated_completions and s.truncated)]
+    return [(groups[b], i) for b, i in picked], torch.tensor([A[b, i].item() for b, i in picked])
+
+
+def distill_batch(learner: Learner, teacher, groups: list[Group]) -> tuple[GRPOBatch | None, dict[str, float]]:
+    """Every trainable sample as tensors with its distillation advantage: per token (n, Tc) for loss reverse_kl,
+    per sequence (n,) (the outcome term alone, or zeros) for the dense losses, whose divergence the update takes."""
+    rl, tok = learner.rl, learner.tok
+    picked, A_out = _trainable(groups, learner.reward, rl)
+    if not picked:
+        return None, {}
+    samples = [g.samples[i] for g, i in picked]
+    tokens = pad_rollouts([tok(g.prompt)["input_ids"] for g, _ in picked], [list(s.token_ids) for s in samples],
+                          [list(s.logprobs) for s in samples], tok.pad_token_id, device=learner.model.device,
+                          loss_masks=[s.loss_mask for s in samples])
+    tokens, w, m = correct_batch(learner, tokens)  # an engine that is not the trainer: the trainer's own pi_old
+    # (n, Tc): each group's prompt run once through the teacher where the student's update does so too
+    lp_t = trainer_logprobs(teacher, tokens, learner.temperature, rl.bf16, share_prompts=learner.share_prompts)
+    mask = tokens.loss_mask
+    m = dict(m, **{"distill/reverse_kl": masked_mean(tokens.logp_old - lp_t, mask),  # k1 of KL(p_S || p_T) a token
+                   "distill/teacher_logprob": masked_mean(lp_t, mask), "distill/samples": float(len(picked))})
+    a_out = A_out.to(mask.device) if A_out is not None else torch.zeros(len(picked), device=mask.device)
+    if rl.loss == "reverse_kl":
+        A = reverse_kl_advantage(tokens.logp_old, lp_t, mask) + rl.reward_weight * a_out[:, None] * mask.float()
+    else:
+        A = rl.reward_weight * a_out
+    if A_out is not None:
+        m["distill/outcome_advantage_abs"] = a_out.abs().mean().item()
+    return GRPOBatch(tokens, A, [g for g, _ in picked], is_weight=w), m
+
+
+def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tensor) -> dict[str, float]:
+    """Gradients of the dense divergence (distill.loss jsd or topk_forward_kl) over the minibatch `idx`, token-mean
+    over its model tokens, in micro-batches of similar length (each weighed by its share of the tokens), plus the
+    outcome term's clipped surrogate when reward_weight > 0."""
+    rl, gen = learner.rl, learner.generation
+    mb, A = batch.tokens[idx], batch.A[idx]
+    T = mb.loss_mask.sum().clamp(min=1)
+    divergence = DIVERGENCES.get(rl.loss)
+    opts = DivergenceOptions(beta=rl.jsd_beta, k=rl.top_k)
+    share = learner.share_prompts  # a group's rows in one micro-batch, its prompt run once (student and teacher)
+    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), rl.length_buckets,
+                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share else None)
+    metrics: dict[str, float] = {}
+    for k, chunk in enumerate(chunks):
+        sub = torch.tensor(chunk, dtype=torch.long)
+        p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
+        tc = c_ids.shape[1]
+        loss_mask = mb.loss_mask[sub][:, :tc]
+        weight = float(loss_mask.sum() / T)
+        with learner.ranks.no_sync(learner.policy.wrapped, k < len(chunks) - 1):
+            with autocast(rl.bf16):
+                log_ps = log_probs_at(completion_logits(learner.policy.wrapped, p_ids, p_mask, c_ids, c_mask,
+                                                        share_prompts=share), learner.temperature)  # (n, tc, V)
+                with torch.no_grad():
+                    on = teacher.device
+                    log_pt = log_probs_at(completion_logits(teacher, p_ids.to(on), p_mask.to(on), c_ids.to(on),
+                                                            c_mask.to(on), share_prompts=share),
+                                          learner.temperature).to(log_ps.device)
+            per_token = divergence(log_ps, log_pt, opts)  # (n, tc)
+            loss = token_mean(per_token, loss_mask)
+            if rl.reward_weight:
+                logp = log_ps.gather(-1, c_ids.unsqueeze(-1)).squeeze(-1) * c_mask
+                objective = POLICY_LOSSES.get(rl.loss_type)
+                pg = objective.fn(logp, mb.logp_old[sub][:, :tc], A[sub], loss_mask, eps_low=rl.eps_low,
+                                  eps_high=rl.eps_high, ratio_level=rl.ratio_level, agg="token_mean",
+                                  max_len=gen.max_tokens)
+                loss = loss + pg.loss
+            (loss * weight).backward()
+        metrics["distill/divergence"] = metrics.get("distill/divergence", 0.0) + weight * \
+            masked_mean(per_token.detach(), loss_mask)
+    metrics["loss/policy"] = metrics["distill/divergence"]
+    return metrics
+
+
+class Distill(GRPO):
+    """GRPO's loop and update with the teacher's per-token signal in place of the group's comparison."""
+    name = "distill"
+
+    def __init__(self, cfg: Config, log: Callable[[str], None] = print) -> None:
+        self.cfg, self.log, self.teacher = cfg, log, None
+
+    def setup(self, learner: Learner) -> tuple[list[Net], dict]:
+        nets, states = super().setup(learner)
+        self.teacher, summary = load_teacher(self.cfg, learner.model.device, log=self.log)
+        if learner.ranks.main:
+            self.log(summary)
+        return nets, states
+
+    def make_batch(self, learner: Learner, groups: list[Group]) -> tuple[GRPOBatch | None, dict[str, float]]:
+        return distill_batch(learner, self.teacher, groups) if groups else (None, {})
+
+    def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
+        if learner.rl.loss == "reverse_kl":
+            return super().minibatch(learner, batch, idx)
+        return dense_minibatch(learner, self.teacher, batch, idx)
+
+
+def train_distill(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
+                  resume: bool = False, resume_changed: bool = False):
+    """Run on-policy distillation as configured (section `distill`; distill.teacher the teacher). Returns (history,
+    model, tokenizer). The teacher's source and tokenizer are checked before anything loads."""
+    check_teacher(cfg, load_tokenizer(cfg))
+    return loop.train(cfg, Distill(cfg, log), log, on_step, resume, resume_changed)
