@@ -27,13 +27,13 @@ from ..algos.distill import DIVERGENCES, DivergenceOptions, log_probs_at, revers
 from ..algos.losses import POLICY_LOSSES, masked_mean, token_mean
 from ..config.sections import Config
 from ..models.load import autocast, load_tokenizer
-from ..models.logprobs import completion_logits, length_buckets, pad_rollouts, prompt_runs, trim_padding
+from ..models.logprobs import completion_logits, pad_rollouts
 from ..models.teacher import check_teacher, load_teacher
 from ..types import Group
 from . import loop
 from .algorithm import Learner, Net
 from .grpo import GRPO
-from .grpo_batch import GRPOBatch
+from .grpo_batch import GRPOBatch, micro_batches
 from .offpolicy import correct_batch, trainer_logprobs
 
 __all__ = ["Distill", "train_distill", "distill_batch"]
@@ -91,20 +91,15 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
     outcome term's clipped surrogate when reward_weight > 0."""
     rl, gen = learner.rl, learner.generation
     mb, A = batch.tokens[idx], batch.A[idx]
-    T = mb.loss_mask.sum().clamp(min=1)
     divergence = DIVERGENCES.get(rl.loss)
     opts = DivergenceOptions(beta=rl.jsd_beta, k=rl.top_k)
     share = learner.share_prompts  # a group's rows in one micro-batch, its prompt run once (student and teacher)
-    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), rl.length_buckets,
-                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share else None)
     metrics: dict[str, float] = {}
-    for k, chunk in enumerate(chunks):
-        sub = torch.tensor(chunk, dtype=torch.long)
-        p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
+    for m in micro_batches(mb, rl.length_buckets, share):
+        sub, p_ids, p_mask, c_ids, c_mask, loss_mask, weight = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, \
+            m.loss_mask, m.share
         tc = c_ids.shape[1]
-        loss_mask = mb.loss_mask[sub][:, :tc]
-        weight = float(loss_mask.sum() / T)
-        with learner.ranks.no_sync(learner.policy.wrapped, k < len(chunks) - 1):
+        with learner.ranks.no_sync(learner.policy.wrapped, not m.last):
             with autocast(rl.bf16):
                 log_ps = log_probs_at(completion_logits(learner.policy.wrapped, p_ids, p_mask, c_ids, c_mask,
                                                         share_prompts=share), learner.temperature)  # (n, tc, V)

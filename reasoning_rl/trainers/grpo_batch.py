@@ -134,6 +134,34 @@ def _loss(gcfg: GRPOConfig, gen: GenerationConfig, logp, logp_old, A, loss_mask,
                         beta=gcfg.beta, kl_estimator=gcfg.kl_estimator, is_weight=w)
 
 
+@dataclass(frozen=True)
+class MicroBatch:
+    """One micro-batch of a minibatch: its rows (`sub`, indices into the minibatch), trimmed to its own longest
+    row, its loss mask, and its share of the minibatch's trained tokens (what a token-mean loss is weighed by)."""
+    sub: torch.Tensor  # (n,)
+    p_ids: torch.Tensor  # (n, tp)
+    p_mask: torch.Tensor
+    c_ids: torch.Tensor  # (n, tc)
+    c_mask: torch.Tensor
+    loss_mask: torch.Tensor  # (n, tc) c_mask less observation tokens: the loss never sees those
+    share: float
+    last: bool  # the minibatch's last: where DDP all-reduces
+
+
+def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False):
+    """The minibatch `mb` cut into up to `buckets` micro-batches of similar length (logprobs.length_buckets), each
+    padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there)."""
+    T = mb.loss_mask.sum().clamp(min=1)
+    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), buckets,
+                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share_prompts else None)
+    for k, chunk in enumerate(chunks):
+        sub = torch.tensor(chunk, dtype=torch.long)
+        p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
+        loss_mask = mb.loss_mask[sub][:, :c_ids.shape[1]]
+        yield MicroBatch(sub, p_ids, p_mask, c_ids, c_mask, loss_mask, float(loss_mask.sum() / T),
+                         k == len(chunks) - 1)
+
+
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
                      idx: torch.Tensor, entropy_coef: float = 0.0, share_prompts: bool = False) -> dict[str, float]:
     """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
@@ -145,19 +173,14 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     agg = POLICY_LOSSES.get(gcfg.loss_type).agg
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
-    T = mb.loss_mask.sum().clamp(min=1)
-    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), gcfg.length_buckets,
-                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share_prompts else None)
     metrics: dict[str, float] = {}
-    for k, chunk in enumerate(chunks):
-        sub = torch.tensor(chunk, dtype=torch.long)
-        p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
+    for m in micro_batches(mb, gcfg.length_buckets, share_prompts):
+        sub, p_ids, p_mask, c_ids, c_mask, loss_mask = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, m.loss_mask
         tc = c_ids.shape[1]
-        loss_mask = mb.loss_mask[sub][:, :tc]  # (n, tc) c_mask less observation tokens: the loss never sees those
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
-        share = float(loss_mask.sum() / T)  # of the minibatch's trained tokens
-        w = share if agg == "token_mean" else len(chunk) / len(idx)
-        with ranks.no_sync(train_model, k < len(chunks) - 1):  # one all-reduce per minibatch, on its last chunk
+        share = m.share  # of the minibatch's trained tokens
+        w = share if agg == "token_mean" else len(sub) / len(idx)
+        with ranks.no_sync(train_model, not m.last):  # one all-reduce per minibatch, on its last micro-batch
             with autocast(gcfg.bf16):
                 logp, ent = token_logprobs(train_model, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
                                            return_entropy=True, share_prompts=share_prompts)
