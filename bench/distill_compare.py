@@ -15,7 +15,9 @@ GRPO run, merged: `reasoning-rl demo --model smollm2-135m-instruct --set output_
     sft_self        the student's own verified samples, then SFT (one round of ReST-EM)
 
 Each arm's clock is its training time: rounds (sampling, verification, update) for the RL arms, sampling and SFT
-steps for the SFT arms, the model's load and the held-out evaluations left out. Held-out: greedy on 200 prompts
+steps for the SFT arms, the model's load and the held-out evaluations left out. Two clocks are kept: wall seconds,
+and the process's CPU seconds over its threads (which another job on the machine does not inflate); the summary
+compares arms on the CPU clock divided by the threads, and prints both. Held-out: greedy on 200 prompts
 never trained on (`eval.size`), with standard errors, at the start and every few rounds. Writes one JSON per arm and
 seed, summary.json (every curve and the time each arm first reaches the teacher's accuracy within 2 standard
 errors) and distill_compare.png.
@@ -63,15 +65,39 @@ def run_rl(arm: str, teacher: str, seed: int, steps: int, every: int, out: str) 
         from reasoning_rl.trainers.grpo import train_grpo as train
     else:
         from reasoning_rl.trainers.distill import train_distill as train
-    history, _, _ = train(cfg, log=lambda s: print(f"[{arm} {seed}] {s}", flush=True))
+    import torch
+
+    from reasoning_rl.eval import held_out
+
+    threads = torch.get_num_threads()
+    evals = [0.0]  # CPU seconds spent in held-out evaluations (the loop calls held_out.configured)
+    real = held_out.configured
+
+    def timed(*args, **kw):
+        t = time.process_time()
+        try:
+            return real(*args, **kw)
+        finally:
+            evals[0] += time.process_time() - t
+
+    held_out.configured = timed
+    start = time.process_time()
+    cpu = []  # training CPU seconds (evaluations left out) after each step
+
+    def on_step(m):
+        cpu.append(time.process_time() - start - evals[0])
+
+    history, _, _ = train(cfg, log=lambda s: print(f"[{arm} {seed}] {s}", flush=True), on_step=on_step)
+    held_out.configured = real
     with open(os.path.join(out, f"{arm}-{seed}", "metrics.jsonl")) as f:
         first = json.loads(f.readline())
-    curve, clock = [(0.0, first["eval/accuracy"])], 0.0
-    for h in history:
-        clock += h["time/step"]
+    curve, wall_curve, clock = [(0.0, first["eval/accuracy"])], [(0.0, first["eval/accuracy"])], 0.0
+    for h, c in zip(history, cpu):
+        clock += h["time/step"]  # the round's wall time, its evaluation not included
         if "eval/accuracy" in h:
-            curve.append((round(clock, 1), h["eval/accuracy"]))
-    return {"curve": curve, "steps": steps}
+            curve.append((round(c / threads, 1), h["eval/accuracy"]))
+            wall_curve.append((round(clock, 1), h["eval/accuracy"]))
+    return {"curve": curve, "wall_curve": wall_curve, "steps": steps, "threads": threads}
 
 
 def run_sft(arm: str, teacher: str, seed: int, prompts: int, k: int, sft_steps: int, every: int, out: str) -> dict:
@@ -104,10 +130,11 @@ def run_sft(arm: str, teacher: str, seed: int, prompts: int, k: int, sft_steps: 
     if arm == "sft_teacher":
         sampler, _ = load_pretrained(cfg, teacher, log=lambda *_: None)
         sampler.eval()
-    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    t0, c0 = time.perf_counter(), time.process_time()
     groups = sample_verified(sampler, tok, task, rows, k, SamplingConfig.of(cfg.generation, seed=seed),
                              batch_prompts=16, log=lambda *_: None)
-    clock = time.perf_counter() - t0
+    clock, cpu_clock = time.perf_counter() - t0, time.process_time() - c0
     del sampler
     targets = [{"prompt": g.prompt, "ids": list(s.token_ids), "loss_mask": list(s.loss_mask)}
                for g in groups for s in g.samples if s.outcome(task.outcome)]
@@ -117,16 +144,20 @@ def run_sft(arm: str, teacher: str, seed: int, prompts: int, k: int, sft_steps: 
     opt = torch.optim.AdamW(params, lr=cfg.sft.lr, weight_decay=0.0, betas=(0.9, 0.98))
     s = dataclasses.replace(cfg.sft, grad_clip=1.0)
     rng = random.Random(seed)
+    wall_curve = list(curve)
     for step in range(1, sft_steps + 1 if targets else 1):
         model.train()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sft_step(model, tok, opt, targets, rng, s)
-        clock += time.perf_counter() - t0
+        clock, cpu_clock = clock + time.perf_counter() - t0, cpu_clock + time.process_time() - c0
         if step % every == 0 or step == sft_steps:
             model.eval()
-            curve.append((round(clock, 1), held_out.configured(cfg, task, model, tok, evals)["accuracy"]))
-            print(f"[{arm} {seed}] sft step {step}: held-out {curve[-1][1]:.3f} at {clock:.0f} s", flush=True)
-    return {"curve": curve, "samples": len(groups) * k, "passed": passed}
+            acc = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
+            curve.append((round(cpu_clock / threads, 1), acc))
+            wall_curve.append((round(clock, 1), acc))
+            print(f"[{arm} {seed}] sft step {step}: held-out {acc:.3f} at {clock:.0f} s", flush=True)
+    return {"curve": curve, "wall_curve": wall_curve, "samples": len(groups) * k, "passed": passed,
+            "threads": threads}
 
 
 def first_reach(curve: list, target: float, n: int) -> float | None:
@@ -174,7 +205,7 @@ def plot(results: dict, teacher_acc: float, path: str) -> None:
                 label=None if arm in labelled else arm)  # one legend entry an arm, whatever its seeds
         labelled.add(arm)
     ax.axhline(teacher_acc, ls="--", color="grey", label=f"teacher {teacher_acc:.3f}")
-    ax.set_xlabel("training seconds (evaluations not counted)")
+    ax.set_xlabel("training seconds: CPU seconds / threads (evaluations not counted)")
     ax.set_ylabel("held-out accuracy (200 prompts, greedy)")
     ax.set_title("SmolLM2-135M-Instruct from its base: GRPO, distillation, SFT on verified samples")
     ax.grid(alpha=0.3)
@@ -227,13 +258,15 @@ def main() -> None:
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     plot(results, teacher_acc, os.path.join(a.out, "distill_compare.png"))
-    print(f"{'arm':<16} {'seed':>4}  held-out start -> end (+- se)   training s   reaches the teacher (2 SE) at")
+    print(f"{'arm':<16} {'seed':>4}  held-out start -> end (+- se)   training s (cpu/threads, wall)   reaches the "
+          "teacher (2 SE) at")
     for key, r in sorted(results.items()):
         arm, seed = key.rsplit("-", 1)
-        (t0, a0), (t1, a1) = r["curve"][0], r["curve"][-1]
+        (_, a0), (t1, a1) = r["curve"][0], r["curve"][-1]
         reach = summary["reach"][key]
-        print(f"{arm:<16} {seed:>4}  {a0:.3f} -> {a1:.3f} +- {se(a1, 200):.3f}   {t1:>10.0f}   "
-              + (f"{reach:.0f} s" if reach is not None else "not within the run"))
+        print(f"{arm:<16} {seed:>4}  {a0:.3f} -> {a1:.3f} +- {se(a1, 200):.3f}   {t1:>8.0f}, "
+              f"{r['wall_curve'][-1][0]:>6.0f}            " + (f"{reach:.0f} s" if reach is not None else
+                                                               "not within the run"))
 
 
 if __name__ == "__main__":

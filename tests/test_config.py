@@ -11,8 +11,11 @@ from .conftest import PY, run_env
 
 # (overrides, fragment the error must contain) -- each a mistake a user makes
 BAD = [
-    (["sft.stpes=10"], "unknown config key 'sft.stpes' (value 10)"),
-    (["modle.name_or_path=x"], "unknown config key 'modle'"),
+    (["sft.stpes=10"], "unknown config key 'sft.stpes' (value 10); did you mean 'sft.steps'?"),
+    (["modle.name_or_path=x"], "unknown config key 'modle' (value {'name_or_path': 'x'}); did you mean 'model'?"),
+    (["grpo.eval_evry=5"], "unknown config key 'grpo.eval_evry' (value 5); did you mean 'grpo.eval_every' or "),
+    (["grpo.zzz=1"], "unknown config key 'grpo.zzz' (value 1); `reasoning-rl config --describe` lists every key"),
+    (["model.lora.zzz=1"], "unknown config key 'model.lora.zzz' (value 1); valid keys under model.lora: alpha, "),
     (["sft.steps=ten"], "sft.steps: value 'ten' is not an int"),
     (["sft.steps=0"], "sft.steps: value 0 is below the minimum 1"),
     (["sft.lr=-1"], "sft.lr: value -1.0 is below the minimum 0.0"),

@@ -42,8 +42,9 @@ def add_run_dir_args(p: argparse.ArgumentParser, resume: bool = True) -> None:
                    help="replace the run already in output_dir (its run files only); without it such a run is refused")
 
 
-def claim_output_dir(cfg, args, command: str):
-    """cfg with the output_dir this run may write to: a new dated one when unset, never another run's by accident."""
+def claim_output_dir(cfg, args, command: str, resume_file: str = ""):
+    """cfg with the output_dir this run may write to: a new dated one when unset, never another run's by accident.
+    `resume_file`: what a resumable run of this command leaves (its checkpoint by default)."""
     import os
 
     from ..data.run_dir import claim
@@ -53,7 +54,8 @@ def claim_output_dir(cfg, args, command: str):
             raise UserError("output_dir: a multi-process run needs a named run directory: --set output_dir=DIR")
         if int(os.environ.get("RANK", "0")) != 0:
             return cfg  # rank 0 checks it; the others would see rank 0's first files
-    path = claim(cfg.output_dir, command, resume=getattr(args, "resume", False), overwrite=args.overwrite)
+    path = claim(cfg.output_dir, command, resume=getattr(args, "resume", False), overwrite=args.overwrite,
+                 resume_file=resume_file)
     return dataclasses.replace(cfg, output_dir=path)
 
 
@@ -105,7 +107,8 @@ def load_task(cfg, split: str | None = None, limit: int = 0, log=None):
 
     task = Task.from_config(cfg.tasks)
     task.render(load_tokenizer(cfg), tools=prompt_tools(cfg.grpo))  # `reasoning-rl eval` runs grpo's environment
-    task.note_dropped(*([log] if log else []))
+    names = {"train": ("train", cfg.tasks.train_split), "test": ("held-out", "test", cfg.tasks.test_split)}
+    task.note_dropped(*([log] if log else []), splits=None if split in (None, "all") else names[split])
     if split is None:
         return task
     rows = task.rows(split)

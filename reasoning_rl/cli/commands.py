@@ -244,6 +244,8 @@ def _add_data_commands(sub) -> None:
     add_task_args(p, verifier=True)
     add_split_arg(p, "test")
     add_run_dir_args(p, resume=False)
+    p.add_argument("--resume", action="store_true", help="continue the stopped evaluation in output_dir from its "
+                                                         "last finished batch (run the same command with it)")
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (k ranges over powers of two <= n; "
                                                               "1 at temperature 0)")
@@ -402,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         _exiting(argv)
-        kept = ("the last complete checkpoint, if any, is kept" if args.command in ("train", "sft", "demo")
+        kept = ("the last complete checkpoint, if any, is kept" if args.command in ("train", "sft", "demo") else
+                "its finished batches are kept; continue with the same command and --resume" if args.command == "eval"
                 else "its results are written whole or not at all: nothing was written")
         print(f"reasoning-rl {command}: interrupted; stopped at once ({kept})", file=sys.stderr)
         return 130

@@ -157,20 +157,33 @@ def cmd_pairs(args) -> int:
 
 
 def cmd_eval(args) -> int:
+    """`reasoning-rl eval`: every finished batch kept (archive.jsonl, eval_progress.json); Ctrl-C or SIGTERM stops
+    after the batch in progress (a second signal at once), --resume goes on; summary.json at the end."""
     import dataclasses
     import os
 
-    from ..data.archive import provenance, write_groups
-    from .args import claim_output_dir
-    from ..eval.sampled import run_eval
-    from ..data.run_dir import written_together
+    from ..data.archive import provenance
+    from ..eval.sampled import PROGRESS, EvalLog, run_eval
     from ..models.load import load_policy
     from ..rollout import SamplingConfig
+    from ..trainers.interrupts import stop_requests
+    from .args import claim_output_dir
 
     cfg = load_config(args)
     task, rows = load_task(cfg, args.split, args.limit)  # the held-out split (a file without one: its hash share)
-    cfg = claim_output_dir(cfg, args, "eval")
+    if args.resume and cfg.output_dir and os.path.exists(os.path.join(cfg.output_dir, "summary.json")):
+        print(f"eval --resume: {cfg.output_dir!r} holds a finished evaluation (summary.json); nothing to do",
+              file=sys.stderr)
+        return 0
+    cfg = claim_output_dir(cfg, args, "eval", resume_file=PROGRESS)
     os.makedirs(cfg.output_dir, exist_ok=True)
+    described = task.describe(task.outcome_reward())
+    n = 1 if args.temperature == 0 else args.n
+    spec = {"rows": [r["prompt_id"] for r in rows], "n": n, "temperature": args.temperature,
+            "greedy": not args.no_greedy, "batch_prompts": cfg.eval.batch_prompts, "model": cfg.model.name_or_path,
+            "max_tokens": cfg.generation.max_tokens, "seed": cfg.seed}
+    with open(os.path.join(cfg.output_dir, "task.json"), "w") as f:
+        json.dump(described, f, indent=1)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
@@ -180,25 +193,30 @@ def cmd_eval(args) -> int:
 
         engine = EpisodeEngine.of(cfg.grpo, model, tok)
     try:
-        res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
-                       truncated=cfg.eval.truncated, engine=engine)
+        with stop_requests(lambda s: print(s, file=sys.stderr), after="the batch in progress, kept") as stop:
+            res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
+                           truncated=cfg.eval.truncated, engine=engine, batch_prompts=cfg.eval.batch_prompts,
+                           log=EvalLog(cfg.output_dir, spec, provenance(described)), resume=args.resume, stop=stop)
     finally:
         if engine is not None:
             engine.close()
-    described = task.describe(task.outcome_reward())
-    summary = {"prompts": len(rows), "samples_per_prompt": 1 if args.temperature == 0 else args.n,
-               "temperature": args.temperature, "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
+    summary = {"prompts": len(rows), "samples_per_prompt": n, "temperature": args.temperature,
+               "max_tokens": cfg.generation.max_tokens, "verifier": task.outcome,
                "truncated_scored_as": cfg.eval.truncated, "environment": cfg.grpo.environment or None,
                "model": cfg.model.name_or_path, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
-    with written_together(cfg.output_dir) as d:  # the three files or none (an interrupt here writes none)
-        with open(os.path.join(d, "archive.jsonl"), "w", encoding="utf-8") as f:
-            write_groups(f, res.groups, step=0, provenance=provenance(described))
-        with open(os.path.join(d, "task.json"), "w") as f:
-            json.dump(described, f, indent=1)
-        with open(os.path.join(d, "summary.json"), "w") as f:
-            json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
+    tmp = os.path.join(cfg.output_dir, "summary.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(dict(summary, config=dataclasses.asdict(cfg)), f, indent=1, default=str)
+    os.replace(tmp, os.path.join(cfg.output_dir, "summary.json"))
     print(json.dumps(summary))
+    m = res.metrics
+    if "parseable" in m:
+        head = f"greedy {m['greedy']:.3f} +- {m['greedy_se']:.3f}; " if "greedy" in m else ""
+        print(f"{head}parseable {m['parseable']:.3f} +- {m['parseable_se']:.3f}, cut at {cfg.generation.max_tokens} "
+              f"tokens {m['cut']:.3f} +- {m['cut_se']:.3f}, accuracy among parseable "
+              + (f"{m['accuracy_parseable']:.3f} +- {m['accuracy_parseable_se']:.3f}" if "accuracy_parseable" in m
+                 else "- (none parseable)"), file=sys.stderr)
     print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
           file=sys.stderr)
     return 0

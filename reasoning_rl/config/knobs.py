@@ -145,9 +145,14 @@ def from_dict(cls: type[C], data: Mapping[str, Any], prefix: str = "") -> C:
             raise ConfigError(f"config key {dotted + old!r} (value {node[key]!r}) is now {new!r}")
     unknown = [k for k in data if k not in fields]
     if unknown:
-        close = ", ".join(sorted(fields))
-        raise ConfigError(f"unknown config key {dotted + str(unknown[0])!r} (value {data[unknown[0]]!r}); "
-                          f"valid keys{' under ' + prefix if prefix else ''}: {close}")
+        import difflib
+
+        key = str(unknown[0])
+        near = difflib.get_close_matches(key, list(fields), n=3, cutoff=0.6)
+        hint = ("did you mean " + " or ".join(repr(dotted + n) for n in near) + "?") if near else \
+            (f"valid keys{' under ' + prefix if prefix else ''}: {', '.join(sorted(fields))}" if len(fields) <= 12
+             else f"`reasoning-rl config --describe` lists every key")
+        raise ConfigError(f"unknown config key {dotted + key!r} (value {data[key]!r}); {hint}")
     kwargs = {}
     for name, value in data.items():
         key = dotted + name

@@ -171,6 +171,9 @@ class GenerationConfig:
 class EvalConfig:
     size: int = knob(400, "held-out prompts scored at each evaluation (sft, dpo, and the RL trainers' eval_every)",
                      min=1)
+    batch_prompts: int = knob(32, "`reasoning-rl eval`: prompts sampled and verified together; each finished batch "
+                                  "is written to the archive at once (what a stopped evaluation keeps and --resume "
+                                  "goes on from) and moves the progress bar", min=1)
     truncated: Literal["fail", "score"] = knob(
         "fail", "a completion cut at generation.max_tokens (no end of turn) in an evaluation: fail = never a pass, "
                 "whatever number it had written so far (a cut-off text often only restates the question's); score = "

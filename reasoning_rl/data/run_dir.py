@@ -25,7 +25,7 @@ from ..errors import UserError
 # everything a training run or the demo writes into its output_dir
 RUN_FILES = ("metrics.jsonl", "archive.jsonl", "ledger.sqlite", "checkpoint", "final", "tensorboard", "demo.png",
              "weights", "engine-init", "dpo_ours", "dpo_trl", "task.json", "reverify", "run_config.json",
-             "report.html")
+             "report.html", "finished.json", "eval_progress.json", "summary.json")
 
 
 def run_files(path: str) -> list[str]:
@@ -57,8 +57,9 @@ def recover_checkpoint(output_dir: str, name: str = "checkpoint") -> None:
 
 
 def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = False, key: str = "output_dir",
-          checkpoint_name: str = "checkpoint") -> str:
-    """The directory this run may write to (see the module docstring); raises UserError naming `key`."""
+          checkpoint_name: str = "checkpoint", resume_file: str = "") -> str:
+    """The directory this run may write to (see the module docstring); raises UserError naming `key`. `resume_file`:
+    what a resumable run of this command leaves (default: its checkpoint, checkpoint_name/state.pt)."""
     if resume and overwrite:
         raise UserError("--resume and --overwrite exclude each other: continue the run, or replace it")
     if not path:
@@ -70,9 +71,10 @@ def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = Fa
     present = run_files(path) if os.path.isdir(path) else []
     if resume:
         recover_checkpoint(path, checkpoint_name)
-        if not os.path.exists(os.path.join(path, checkpoint_name, "state.pt")):
-            raise UserError(f"--resume: {key} {path!r} holds no checkpoint ({checkpoint_name}/state.pt); "
-                            "start without --resume")
+        marker = resume_file or os.path.join(checkpoint_name, "state.pt")
+        if not os.path.exists(os.path.join(path, marker)):
+            raise UserError(f"--resume: {key} {path!r} holds no {'checkpoint' if not resume_file else 'record'} "
+                            f"({marker}); start without --resume")
         return path
     if present and not overwrite:
         raise UserError(f"{key} {path!r} already holds a run ({', '.join(present)}); pass --resume to continue it, "

@@ -71,3 +71,20 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     m = sum(xs) / n
     var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
     return m, (var / n) ** 0.5
+
+
+def format_split(samples, outcome: str, truncated: str = "fail") -> dict[str, float]:
+    """Format and correctness of completions, each with its standard error: `parseable` (the outcome verifier read
+    an answer: CORRECT or INCORRECT, not UNPARSEABLE; masked samples left out of every share), `cut` (stopped at
+    max_tokens), `accuracy_parseable` (passes among the parseable ones; a cut one fails with truncated="fail")."""
+    from ..types import Status
+
+    scored = [s for s in samples if s.verdicts.get(outcome) is not None and not s.verdicts[outcome].masked]
+    parsed = [s for s in scored if s.verdicts[outcome].status in (Status.CORRECT, Status.INCORRECT)]
+    out: dict[str, float] = {}
+    for key, xs in (("parseable", [float(s.verdicts[outcome].status is not Status.UNPARSEABLE) for s in scored]),
+                    ("cut", [float(s.truncated) for s in scored]),
+                    ("accuracy_parseable", [float(bool(scored_outcome(s, outcome, truncated))) for s in parsed])):
+        if xs:
+            out[key], out[key + "_se"] = mean_se(xs)
+    return out

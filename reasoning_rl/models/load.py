@@ -52,10 +52,26 @@ def check_model_source(name: str, gguf_file: str = "", key: str = "model.name_or
                         f"did not answer for it ({type(e).__name__}); download it first or give a local path") from e
 
 
+def quiet_transformers() -> None:
+    """Keep transformers' progress bars ("Loading weights", "Writing model shards", the GGUF conversion) and its
+    deprecation warnings out of a run's log; its errors still show. TRANSFORMERS_VERBOSITY set by the user wins."""
+    import os
+    import warnings
+
+    if os.environ.get("TRANSFORMERS_VERBOSITY"):
+        return
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers(\.|$)")
+
+
 def load_policy(cfg: Config, log=print):
     """(model, tokenizer) as the config asks, in eval mode, on model.device in model.dtype."""
     import torch
 
+    quiet_transformers()
     m = cfg.model
     name = m.name_or_path
     check_model_source(name, m.gguf_file)
@@ -76,6 +92,7 @@ def load_pretrained(cfg: Config, name: str, gguf_file: str = "", log=print):
     import torch
     from transformers import AutoModelForCausalLM
 
+    quiet_transformers()
     m = cfg.model
     name = resolve(name, gguf_file, m.dtype, log=log)
     tok = load_tokenizer(cfg, name)

@@ -69,7 +69,8 @@ def check_report(cfg, task: Task, tokenizer, probe: int = 200, pool=None) -> dic
                                                                         "test": len(task.test)},
             "dropped": dict(task.dropped), "chat_template": task.chat, "checked": task.checked,
             "outcome": task.outcome, "reward_terms": terms,
-            "prompt_tokens": {"max": max(lengths, default=0), "mean": round(sum(lengths) / max(1, len(lengths)), 1)},
+            "prompt_tokens": {"max": max(lengths, default=0), "mean": round(sum(lengths) / max(1, len(lengths)), 1),
+                              "tokenizer": cfg.model.name_or_path},
             "prompts": prompts,
             "references": {split: probe_references(task, rows, pool, probe)
                            for split, rows in (("train", task.train), ("test", task.test))}}
@@ -80,9 +81,11 @@ def format_report(rep: dict) -> str:
              f"rows: train {rep['rows']['train']}, held-out {rep['rows']['test']}"]
     for reason, n in sorted(rep["dropped"].items()):
         lines.append(f"dropped: {n} ({reason})")
-    lines.append(f"prompts: chat template {'on' if rep['chat_template'] else 'off'}; tokens max "
-                 f"{rep['prompt_tokens']['max']}, mean {rep['prompt_tokens']['mean']}; the outcome reads the "
-                 f"{rep['checked']}")
+    tokens = rep["prompt_tokens"]
+    lines.append(f"prompts: chat template {'on' if rep['chat_template'] else 'off'}; tokens max {tokens['max']}, mean "
+                 f"{tokens['mean']} (counted with the tokenizer of {tokens['tokenizer']!r}, model.name_or_path"
+                 + (": the embedded model's one character a token; --set model.name_or_path=... counts with yours"
+                    if tokens["tokenizer"] == "tiny" else "") + f"); the outcome reads the {rep['checked']}")
     lines.append(f"reward: outcome {rep['outcome']!r}; terms " + ", ".join(
         f"{t['verifier']} x {t['weight']:g} ({t['distribution']} {t['version']})" for t in rep["reward_terms"]))
     for split, probes in rep["references"].items():

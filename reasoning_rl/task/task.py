@@ -325,9 +325,13 @@ class Task:
                             "with --split all")
         return {"train": self.train, "test": self.test, "all": self.train + self.test}[split]
 
-    def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> None:
+    def note_dropped(self, log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+                     splits: Sequence[str] | None = None) -> None:
+        """One line per reason rows were dropped; `splits`: only the drops of these splits (a command that reads
+        one split is not told about the other's)."""
         for reason, n in sorted(self.dropped.items()):
-            log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+            if splits is None or reason.split(":", 1)[0] in splits:
+                log(f"note: dropped {n} rows of {self.source!r} ({reason})")
 
 
 def options_hash(options: dict) -> str:

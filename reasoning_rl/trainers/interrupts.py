@@ -34,8 +34,8 @@ class StopRequest:
 
 
 @contextlib.contextmanager
-def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_s: float = 0.0
-                  ) -> Iterator[StopRequest]:
+def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_s: float = 0.0,
+                  after: str = "the round in progress, with a checkpoint") -> Iterator[StopRequest]:
     """Within the block, the first SIGINT or SIGTERM is recorded (and said in one log line) instead of stopping the
     program; the second raises KeyboardInterrupt. A signal within `same_within_s` seconds of the first counts as
     the same one: under a launcher a terminal's Ctrl-C reaches each rank twice, once from the terminal and once
@@ -53,7 +53,7 @@ def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_
             raise KeyboardInterrupt
         request.signal = signal.Signals(signum).name
         first[0] = time.monotonic()
-        log(f"{request.signal}: stopping after the round in progress, with a checkpoint (again to stop at once)")
+        log(f"{request.signal}: stopping after {after} (again to stop at once)")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
