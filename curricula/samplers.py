@@ -1,4 +1,4 @@
-"""Prompt samplers: uniform, and weighted toward the mixed band (docs/algorithms.md §curriculum).
+"""Prompt samplers: uniform, weighted toward the mixed band, and easy-first (docs/algorithms.md §curriculum).
 
 mixed_band weighs prompt i by w_i = max(floor, 1 - p_i^G - (1 - p_i)^G): the probability
 that a group of G samples comes back mixed and so carries a GRPO signal. p_i is the
@@ -82,10 +82,51 @@ class MixedBandSampler(UniformSampler):
         return out
 
 
+class EasyFirstSampler(MixedBandSampler):
+    """mixed_band within a window of the easiest prompts by a prior difficulty (lower = easier, given before any
+    sampling: a solution's steps, a level column, a probe's pass rate), which doubles each time its prompts' pooled
+    pass rate reaches `widen_at` (once each has `min_attempts` attempts): a model that passes 1% of a data set still
+    finds mixed groups among the easiest rows, and meets harder ones as it learns. The window is computed from the
+    ledger each time (no state of its own), so a resumed run draws as the uninterrupted one."""
+    name = "easy_first"
+
+    def __init__(self, prompt_ids: Sequence[str], G: int, difficulty: dict[str, float], seed: int = 0,
+                 ledger: Ledger | None = None, start: float = 0.05, widen_at: float = 0.3, **options) -> None:
+        super().__init__(prompt_ids, G, seed, ledger, **options)
+        missing = [p for p in self.prompt_ids if p not in difficulty]
+        if missing:
+            raise ValueError(f"easy_first: no difficulty for prompt {missing[0]!r} (and {len(missing) - 1} more)")
+        self.order = sorted(self.prompt_ids, key=lambda p: (difficulty[p], p))  # easiest first; ties by id
+        self.start = max(1, min(len(self.order), math.ceil(start * len(self.order))))
+        self.widen_at, self.min_attempts = widen_at, G
+
+    def window(self) -> int:
+        """How many of the easiest prompts are drawn from now: `start`, doubled while the current window's pooled
+        pass rate (over its prompts with min_attempts attempts, all of them having that many) reaches widen_at."""
+        entries, size = self._entries(), self.start
+        while size < len(self.order):
+            seen = [entries.get(p) for p in self.order[:size]]
+            if any(e is None or e.attempts < self.min_attempts for e in seen):
+                break
+            passes, attempts = sum(e.passes for e in seen), sum(e.attempts for e in seen)
+            if passes / attempts < self.widen_at:
+                break
+            size = min(len(self.order), 2 * size)
+        return size
+
+    def weights(self) -> dict[str, float]:
+        inside = set(self.order[:self.window()])
+        return {p: (w if p in inside else 0.0) for p, w in super().weights().items()}
+
+
 def make_sampler(name: str, prompt_ids: Sequence[str], G: int, seed: int = 0, ledger: Ledger | None = None,
-                 **options) -> UniformSampler:
+                 difficulty: dict[str, float] | None = None, **options) -> UniformSampler:
     if name == "uniform":
         return UniformSampler(prompt_ids, seed, ledger)
     if name == "mixed_band":
         return MixedBandSampler(prompt_ids, G, seed, ledger, **options)
-    raise ValueError(f"unknown sampler {name!r}; valid: mixed_band, uniform")
+    if name == "easy_first":
+        if difficulty is None:
+            raise ValueError("easy_first: needs each prompt's difficulty")
+        return EasyFirstSampler(prompt_ids, G, difficulty, seed, ledger, **options)
+    raise ValueError(f"unknown sampler {name!r}; valid: easy_first, mixed_band, uniform")

@@ -224,3 +224,93 @@ def test_samplers_are_deterministic_and_skip_retired(tmp_path):
         assert MixedBandSampler(ids, G=4, ledger=led).weights()["p0"] == 0.0
     with pytest.raises(ValueError, match="G must be >= 2"):
         MixedBandSampler(ids, G=1)
+
+
+def test_refill_stops_at_its_time_budget_too():
+    draw, gen = _stream([1.0])  # never mixed: only a limit stops it
+    ticks = iter(range(0, 1000, 10))  # each look at the clock 10 s later
+    kept, st = fill_batch(draw, gen, lambda g: g.is_mixed("math"), batch_size=8, max_extra_rounds=100,
+                          max_seconds=25, clock=lambda: next(ticks))
+    assert kept == [] and st.extra_generation_rounds == 2  # t = 10 after round 0, 20 after 1, 30 >= 25 after 2
+
+
+# ---------------------------------------------------------------- easy first
+def _ledger_with(tmp_path, passes: dict[str, tuple[int, int]]):
+    """A ledger where prompt p had passes[p] = (passed, failed) outcomes."""
+    led = Ledger(str(tmp_path / "ledger.sqlite"))
+    led.update([group(p, [C] * ok + [I] * bad) for p, (ok, bad) in passes.items()], "math", step=1)
+    return led
+
+
+def test_easy_first_draws_from_the_easiest_and_doubles_its_window_as_they_are_passed(tmp_path):
+    from curricula import EasyFirstSampler
+
+    ids = [f"p{i:02d}" for i in range(40)]
+    difficulty = {p: float(40 - i) for i, p in enumerate(ids)}  # p39 is the easiest
+    easiest = sorted(ids, key=lambda p: difficulty[p])
+    s = EasyFirstSampler(ids, G=4, difficulty=difficulty, start=0.1, widen_at=0.5)
+    assert s.window() == 4 and set(s.sample(4)) == set(easiest[:4])  # 10% of 40, only they are drawn
+    # seen, but passed at 25%: no wider
+    s.ledger = _ledger_with(tmp_path / "a", {p: (1, 3) for p in easiest[:4]})
+    assert s.window() == 4
+    # passed at 75%: twice as wide; not again until the new ones have their attempts too
+    s.ledger = _ledger_with(tmp_path / "b", {p: (3, 1) for p in easiest[:4]})
+    assert s.window() == 8 and set(s.sample(8)) == set(easiest[:8])
+    s.ledger = _ledger_with(tmp_path / "c", {p: (3, 1) for p in easiest[:8]})
+    assert s.window() == 16
+    s.ledger = _ledger_with(tmp_path / "d", {p: (4, 0) for p in ids})
+    assert s.window() == 40  # everything passed: the whole set, never beyond
+    again = EasyFirstSampler(ids, G=4, difficulty=difficulty, start=0.1, widen_at=0.5, ledger=s.ledger)
+    assert again.window() == 40  # from the ledger alone: a resumed run draws the same window
+
+
+def test_a_tasks_difficulty_is_its_solutions_steps_or_a_column(tmp_path):
+    from reasoning_rl import config
+    from reasoning_rl.config import Config
+    from reasoning_rl.errors import UserError
+    from reasoning_rl.task.task import Task
+
+    from .helpers.hf_model import write_jsonl
+
+    rows = [{"question": "one step?", "answer": "3+4=<<3+4=7>>7\n#### 7", "level": 2},
+            {"question": "three steps?", "answer": "a\nb\nc\n#### 9", "level": 1}] * 1
+    rows += [{"question": f"filler {i}?", "answer": f"x\n#### {i}", "level": 5} for i in range(40)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    task = Task.from_config(config.load(Config, overrides=[f"tasks.source={data}", "tasks.preset=gsm8k",
+                                                           "tasks.test_split=train"]).tasks)
+    d = task.difficulty(task.train)
+    by_q = {r["raw"]: d[r["prompt_id"]] for r in task.train}
+    assert by_q["one step?"] == 1.0 and by_q["three steps?"] == 3.0
+    task = Task.from_config(config.load(Config, overrides=[f"tasks.source={data}", "tasks.preset=gsm8k",
+                                                           "tasks.test_split=train", "tasks.difficulty_col=level"]).tasks)
+    d = task.difficulty(task.train)
+    assert {r["raw"]: d[r["prompt_id"]] for r in task.train}["three steps?"] == 1.0
+    task = Task.from_config(config.load(Config, overrides=[f"tasks.source={data}", "tasks.preset=gsm8k",
+                                                           "tasks.test_split=train", "tasks.difficulty_col=nope"]).tasks)
+    with pytest.raises(UserError, match="tasks.difficulty_col: .* row 0 has no number in column 'nope'"):
+        task.difficulty(task.train)
+
+
+def test_a_run_with_the_easy_first_sampler_draws_from_its_window(tmp_path):
+    import json
+
+    from reasoning_rl import config
+    from reasoning_rl.config import Config
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    cfg = config.load(Config, overrides=["model.sft_warm_start=false", "model.tiny.num_layers=1", "grpo.steps=2",
+                                         "grpo.prompts_per_step=4", "grpo.group_size=4", "grpo.sampler=easy_first",
+                                         "grpo.easy_start=0.02", "grpo.train_prompts=200", "grpo.eval_every=0",
+                                         "grpo.eval_at_start=false", "grpo.eval_at_end=false", "grpo.max_refill_rounds=0",
+                                         "grpo.verifier_workers=1", "generation.max_tokens=4",
+                                         "grpo.checkpoint_every=0", "tasks.difficulty=prompt_length",
+                                         f"output_dir={tmp_path}"])
+    train_grpo(cfg, log=lambda *_: None)
+    from reasoning_rl.task.task import Task
+
+    task = Task.from_config(cfg.tasks)
+    rows = task.train[:200]
+    d = task.difficulty(rows)
+    window = set(sorted(d, key=lambda p: (d[p], p))[:4])  # 2% of 200
+    drawn = {json.loads(x)["prompt_id"] for x in (tmp_path / "archive.jsonl").read_text().splitlines()}
+    assert drawn and drawn <= window

@@ -87,3 +87,27 @@ def test_ppo_and_dpo_with_lora_train_the_adapters(tmp_path):
     m = train_dpo_ours(cfg, model, tok, rows, log=lambda *_: None)
     assert m["rewards/margins"] > 0 and m["rewards/accuracies"] > 0.5  # against the adapter-disabled base
     assert all("lora_" in n for n, p in model.named_parameters() if p.requires_grad)
+
+
+@pytest.mark.timeout(600)
+def test_a_lora_runs_checkpoint_and_final_hold_the_adapters_which_load_merged(tmp_path):
+    """With a base model on disk (here the tiny model's SFT warm start) a LoRA run's checkpoint keeps only the
+    adapters and their optimiser state, and final/ is a PEFT folder of a few hundred KB, which `load_policy` loads
+    merged into its base (the trained policy's logits); model.lora.save_merged adds final/merged."""
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    warm = [o for o in SMALL if not o.startswith(("model.sft_warm_start", "model.tiny.num_layers"))]
+    cfg = config.load(Config, overrides=warm + [f"output_dir={tmp_path}", "grpo.checkpoint_every=1",
+                                                "model.lora.save_merged=true"])
+    _, model, tok = train_grpo(cfg, log=lambda *_: None)
+    state = torch.load(tmp_path / "checkpoint" / "state.pt", weights_only=False)
+    assert state["model"] and all("lora_" in k for k in state["model"])
+    final = tmp_path / "final"
+    assert (final / "adapter_config.json").is_file() and not (final / "config.json").exists()
+    assert sum(p.stat().st_size for p in final.rglob("*") if p.is_file() and "merged" not in p.parts) < 2e6
+    loaded, _ = load_policy(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=str(final),
+                                                                              lora=dataclasses.replace(cfg.model.lora,
+                                                                                                       r=0))))
+    ids = tok(["12+7=", "3*4="], return_tensors="pt", padding=True)["input_ids"]
+    assert torch.allclose(_logits(loaded, ids), _logits(model.eval(), ids), atol=1e-4)
+    assert (final / "merged" / "config.json").is_file()

@@ -352,3 +352,35 @@ def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
     assert len(turns.find_elements(By.CSS_SELECTOR, "pre.turn-tool")) == sum(
         bool(t.get("observation")) for t in rep.turns[0])
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+
+
+def test_a_run_without_updates_says_so_and_a_report_the_run_went_past_is_marked_stale(tmp_path, browser):
+    """An untrained tiny model whose every group fails: the overview says first that no round updated the model, a
+    flat chart reads as one value, and once the run is extended (resumed past its end) the page written before says
+    it is stale and how to rebuild it."""
+    from selenium.webdriver.common.by import By
+
+    from reasoning_rl.cli import main
+
+    out = tmp_path / "idle"
+    run = ["train", "grpo", "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set",
+           "grpo.prompts_per_step=4", "--set", "grpo.group_size=4", "--set", "grpo.eval_every=0", "--set",
+           "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.verifier_workers=1",
+           "--set", "generation.max_tokens=3", "--set", "grpo.max_refill_rounds=0", "--set", "grpo.checkpoint_every=1",
+           "--set", f"output_dir={out}"]
+    assert main([*run, "--set", "grpo.steps=2"]) == 0
+    assert all(m["train/samples"] == 0 for m in _lines(out / "metrics.jsonl"))
+    rep = write_report(str(out))
+    browser.get("file://" + rep.run["written"])
+    assert browser.find_element(By.ID, "no-update").text.startswith("no round updated the model: all 2 rounds trained "
+                                                                   "nothing")
+    assert browser.find_element(By.ID, "finished").text == "finished: all 2 steps"
+    flat = browser.find_elements(By.CSS_SELECTOR, 'svg[data-key="groups/pct_mixed"] text.flat')
+    assert flat and flat[0].text == "every step 0"
+    assert not browser.find_elements(By.ID, "stale")
+    assert main([*run, "--set", "grpo.steps=3", "--resume"]) == 0  # the run goes on past the page
+    browser.get("file://" + rep.run["written"])
+    assert browser.find_element(By.ID, "stale").text == (
+        f"stale: the run went on after this page was built (at step 2); rebuild it with: reasoning-rl report {out}")
+    browser.save_screenshot(str(tmp_path / "idle.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []

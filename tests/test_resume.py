@@ -170,3 +170,60 @@ def test_recovery_after_a_save_killed_between_its_steps(tmp_path, left):
     recover_checkpoint(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
     assert (tmp_path / "checkpoint" / "state.pt").read_text() == str(expected)
+
+
+FINISH = ["train", "grpo", "--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1",
+          "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4", "--set", "grpo.filter_mixed=false",
+          "--set", "grpo.eval_every=0", "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false",
+          "--set", "grpo.verifier_workers=1", "--set", "generation.max_tokens=6", "--set", "grpo.train_prompts=16"]
+
+
+def _steps_logged(out):
+    return [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_resume_of_a_finished_run_does_nothing_and_says_so_and_more_steps_extend_it(tmp_path, capsys, monkeypatch):
+    """A run that ended records it (finished.json, a checkpoint of its last step): `--resume` then does nothing and
+    says how to extend it; with more steps it goes on from the end, and a second Ctrl-C during the extension loses
+    none of the rounds logged before it."""
+    from reasoning_rl.cli import main
+    from reasoning_rl.trainers import loop
+
+    out = tmp_path / "run"
+    run = [*FINISH, "--set", f"output_dir={out}", "--set", "grpo.checkpoint_every=2"]
+    assert main([*run, "--set", "grpo.steps=3"]) == 0
+    assert _steps_logged(out) == [1, 2, 3] and json.loads((out / "finished.json").read_text())["checkpoint_step"] == 3
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*run, "--set", "grpo.steps=3", "--resume"]) == 0
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"reasoning-rl train grpo --resume: the run in {out} finished all its 3 steps (final/ holds its model); "
+        "nothing to do. To extend it: --resume --set grpo.steps=N with N > 3"]
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before  # nothing touched
+
+    real = loop._round
+
+    def second_ctrl_c(run_, algo, step, tally):
+        if step == 5:
+            raise KeyboardInterrupt  # pressed twice: stops at once, inside round 5
+        return real(run_, algo, step, tally)
+
+    monkeypatch.setattr(loop, "_round", second_ctrl_c)
+    assert main([*run, "--set", "grpo.steps=6", "--resume"]) == 130
+    assert _steps_logged(out) == [1, 2, 3, 4]  # the rounds before it are kept (step 4 logged, checkpointed at 4)
+    monkeypatch.setattr(loop, "_round", real)
+    assert main([*run, "--set", "grpo.steps=6", "--resume"]) == 0
+    assert _steps_logged(out) == [1, 2, 3, 4, 5, 6]
+    assert json.loads((out / "finished.json").read_text())["steps"] == 6
+
+
+def test_a_finished_run_without_a_last_checkpoint_is_not_extended(tmp_path, capsys):
+    from reasoning_rl.cli import main
+
+    out = tmp_path / "run"
+    run = [*FINISH, "--set", f"output_dir={out}", "--set", "grpo.checkpoint_every=0"]
+    assert main([*run, "--set", "grpo.steps=2"]) == 0
+    capsys.readouterr()
+    assert main([*run, "--set", "grpo.steps=4", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "finished at step 2 but its checkpoint holds step None" in err[0]

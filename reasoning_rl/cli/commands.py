@@ -106,6 +106,14 @@ def cmd_train(args) -> int:
         from ..trainers.dpo import check_pairs
 
         pairs = check_pairs(read_rows(args.pairs), f"--pairs {args.pairs!r}")
+    if getattr(args, "resume", False) and cfg.output_dir:  # a finished run: nothing to do, or how it may be extended
+        from ..trainers.checkpoint import Finished, check_finished
+
+        try:
+            check_finished(cfg.output_dir, args.algorithm, getattr(cfg, args.algorithm).steps)
+        except Finished as e:
+            print(f"reasoning-rl train {args.algorithm} --resume: {e}", file=sys.stderr)
+            return 0
     cfg = claim_output_dir(cfg, args, args.algorithm)
     if args.algorithm == "dpo":
         from ..trainers.dpo import train_dpo
@@ -122,8 +130,14 @@ def cmd_train(args) -> int:
 
     if args.resume_changed and not args.resume:
         raise UserError("--resume-changed goes with --resume")
+    from ..trainers.checkpoint import Finished
+
     trainer = {"grpo": train_grpo, "ppo": train_ppo, "distill": train_distill}[args.algorithm]
-    history, _, _ = trainer(cfg, resume=args.resume, resume_changed=args.resume_changed)
+    try:
+        history, _, _ = trainer(cfg, resume=args.resume, resume_changed=args.resume_changed)
+    except Finished as e:
+        print(f"reasoning-rl train {args.algorithm} --resume: {e}", file=sys.stderr)
+        return 0
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
         print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")

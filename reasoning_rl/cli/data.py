@@ -36,7 +36,7 @@ def _sft_on_target(cfg, args) -> int:
     import os
 
     parent, name = os.path.split(os.path.abspath(args.output))
-    path = save_final(parent, model, tok, name=name)
+    path = save_final(parent, model, tok, name=name, merged=cfg.model.lora.save_merged)
     print(f"sft ({len(rows)} targets, {cfg.sft.steps} steps): {path}")
     print(f"held-out accuracy: {acc:.3f} ({min(len(task.test), cfg.eval.size)} prompts, greedy, {task.outcome})")
     return 0
@@ -73,7 +73,7 @@ def _sft_on_samples(cfg, args) -> int:
     train_sft(cfg, model, tok, rows)
     after = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
     parent, name = os.path.split(os.path.abspath(args.output))
-    path = save_final(parent, model, tok, name=name)
+    path = save_final(parent, model, tok, name=name, merged=cfg.model.lora.save_merged)
     print(f"sft ({summary.targets} targets, {cfg.sft.steps} steps of {cfg.sft.batch_size}): {path}")
     print(f"held-out accuracy: {before:.3f} -> {after:.3f} ({len(evals)} prompts, greedy, {task.outcome})")
     return 0

@@ -171,9 +171,13 @@ def build_report(run_dir: str) -> Report:
     weights = {t["verifier"]: t["weight"] for t in task.get("terms", [])}
     versions = {t["verifier"]: {"version": t.get("version"), "options_hash": t.get("options_hash"),
                                 "options": t.get("options", {})} for t in task.get("terms", [])}
+    cfg = (config or {}).get("config") or (summary or {}).get("config")
+    algo = (config or {}).get("algorithm")
     rep.run = {"dir": os.path.abspath(run_dir), "kind": _kind(run_dir, config, summary), "task": task,
-               "config": (config or {}).get("config") or (summary or {}).get("config"), "summary": summary,
-               "verifiers": versions}
+               "config": cfg, "summary": summary, "verifiers": versions,
+               "finished": _json(path("finished.json"), []) if os.path.exists(path("finished.json")) else None,
+               "planned_steps": ((cfg or {}).get(algo) or {}).get("steps") if algo else None,
+               "stale": False}  # set true in the written file by run_dir.mark_report_stale when the run goes on
     if os.path.exists(path("metrics.jsonl")):
         rep.metrics = _jsonl(path("metrics.jsonl"), sk)
     else:
@@ -228,6 +232,7 @@ def render(rep: Report, refresh_s: int = 0) -> str:
 
 
 def write_report(run_dir: str, out: str | None = None) -> Report:
+    """RUN_DIR/report.html (or `out`), written whole (a temporary file renamed into place)."""
     rep = build_report(run_dir)
     out = out or os.path.join(run_dir, "report.html")
     tmp = out + ".tmp"

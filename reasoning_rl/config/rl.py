@@ -40,10 +40,20 @@ class RLConfig:
     mask_truncated_completions: bool = knob(False, "leave completions that hit generation.max_tokens out of the loss; "
                                                    "TRL mask_truncated_completions")
     format_weight: float = knob(0.0, "weight of the task's format rule in the reward (0 = logged only)")
-    sampler: Literal["uniform", "mixed_band"] = knob("mixed_band", "how prompts are drawn: uniformly, or weighted "
-                                                     "towards pass rates likely to give mixed groups")
+    sampler: Literal["uniform", "mixed_band", "easy_first"] = knob(
+        "mixed_band", "how prompts are drawn: uniformly; weighted towards pass rates likely to give mixed groups "
+                      "(mixed_band); or easy_first: mixed_band within the easiest prompts by tasks.difficulty, the "
+                      "window doubling each time its pooled pass rate reaches easy_widen_at (docs/algorithms.md "
+                      "§curriculum)")
+    easy_start: float = knob(0.05, "easy_first: the share of the train prompts (easiest first) drawn from at the start",
+                             min=0.0, max=1.0)
+    easy_widen_at: float = knob(0.3, "easy_first: the window doubles once its prompts' pooled pass rate reaches this "
+                                     "(after at least group_size attempts a prompt of it)", min=0.0, max=1.0)
     filter_mixed: bool = knob(True, "keep only groups with a pass and a fail (DAPO dynamic sampling)")
     max_refill_rounds: int = knob(2, "extra generation rounds to refill a filtered batch", min=0)
+    refill_seconds: float = knob(0.0, "a round's refill stops once it has spent this many seconds as well (0 = rounds "
+                                      "alone: max_refill_rounds); with many refill rounds allowed, a time budget for "
+                                      "finding mixed groups on data the model rarely solves", min=0.0)
     retire_after: int = knob(0, "retire a prompt after this many all-pass groups in a row (0 = never)", min=0)
     train_prompts: int = knob(0, "RL on only the first N train prompts (0 = all); small N for smoke tests", min=0)
     eval_every: int = knob(10, "held-out greedy accuracy every N steps (eval.size prompts; 0 = no periodic "
@@ -195,7 +205,7 @@ class DistillConfig(GRPOConfig):
     loss), optionally plus the verifier's outcome advantage. GRPO's knobs, with the defaults distillation calls for."""
     # every sample carries a dense signal: no group needs to be mixed, and no prompt is drawn for its pass rate
     filter_mixed: bool = redefault(RLConfig, "filter_mixed", False)
-    sampler: Literal["uniform", "mixed_band"] = redefault(RLConfig, "sampler", "uniform")
+    sampler: Literal["uniform", "mixed_band", "easy_first"] = redefault(RLConfig, "sampler", "uniform")
     group_size: int = redefault(RLConfig, "group_size", 4)
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo", "cispo"] = redefault(GRPOConfig, "loss_type", "dapo")
     teacher: str = knob("", "the teacher: a model name, Hugging Face folder or .gguf file, as model.name_or_path "
@@ -242,7 +252,7 @@ class PPOConfig(RLConfig):
     beta: float = redefault(RLConfig, "beta", 0.02)
     num_iterations: int = redefault(RLConfig, "num_iterations", 2)
     minibatch_size: int = redefault(RLConfig, "minibatch_size", 64)
-    sampler: Literal["uniform", "mixed_band"] = redefault(RLConfig, "sampler", "uniform")
+    sampler: Literal["uniform", "mixed_band", "easy_first"] = redefault(RLConfig, "sampler", "uniform")
     filter_mixed: bool = redefault(RLConfig, "filter_mixed", False)
     eval_every: int = redefault(RLConfig, "eval_every", 25)
     # PPO's own

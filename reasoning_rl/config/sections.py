@@ -92,6 +92,13 @@ class TaskConfig:
     heldout_percent: int = knob(10, "share of the prompt space (by stable hash) reserved for held-out: the embedded "
                                     "tasks, and a source without test_split", min=1, max=90)
     seed: int = knob(0, "embedded tasks: generation seed")
+    difficulty: Literal["auto", "solution_steps", "solution_length", "prompt_length"] = knob(
+        "auto", "a row's difficulty before any sampling, for the easy_first sampler (lower = easier): "
+                "solution_steps = lines of its gold solution (GSM8K's steps), solution_length = its characters, "
+                "prompt_length = the prompt's characters; auto = solution_steps where rows have a gold solution, else "
+                "prompt_length. tasks.difficulty_col wins over it")
+    difficulty_col: str = knob("", "a column holding each row's difficulty (a number; lower = easier), e.g. a level "
+                                   "or a pass rate a `curate` run wrote (then use 1 - pass_rate)")
 
     def __post_init__(self) -> None:
         for i, t in enumerate(self.reward):
@@ -128,6 +135,9 @@ class LoRAConfig:
     dropout: float = knob(0.0, "dropout on the LoRA path", min=0.0, max=1.0)
     target_modules: tuple[str, ...] = knob((), "module names to adapt (empty = every linear layer but the output "
                                                "head: peft's 'all-linear')")
+    save_merged: bool = knob(False, "also save the final model merged (final/merged, a plain Hugging Face folder as "
+                                    "large as the model); final/ itself holds the adapters (a PEFT folder, a few MB), "
+                                    "which every command here loads by merging them into their base model")
 
 
 @dataclass(frozen=True)

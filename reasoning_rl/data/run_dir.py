@@ -106,3 +106,23 @@ def written_together(output: str) -> Iterator[str]:
             os.replace(src, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+REPORT = "report.html"
+STALE = ('"stale":false', '"stale":true')  # how report.html's embedded data says whether the run went on since
+
+
+def mark_report_stale(output_dir: str) -> bool:
+    """A run that goes on (resumed, extended) marks the report written of it before as stale: the page then says so
+    and how to rebuild it. Returns whether there was one to mark."""
+    path = os.path.join(output_dir, REPORT)
+    if not os.path.isfile(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        page = f.read()
+    if STALE[0] not in page:
+        return False
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(page.replace(STALE[0], STALE[1], 1))
+    os.replace(path + ".tmp", path)
+    return True

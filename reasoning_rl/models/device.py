@@ -21,11 +21,61 @@ def resolve_device(spec: str) -> str:
 
 
 def resolve_threads(num_threads: int, model_name: str) -> int:
-    """num_threads: as given when > 0; 0 = what measured fastest here: 1 for the embedded tiny model (its steps are
-    too small to split; more threads also change its float reductions, and so its cached warm start), every core
-    this process may run on for any other model."""
-    import os
-
+    """num_threads: as given when > 0; 0 = 1 for the embedded tiny model (its steps are too small to split; more
+    threads also change its float reductions, and so its cached warm start), and for any other model this process's
+    share of the cores it may run on: divided evenly among this project's processes running on this machine now
+    (`share_of_cores`), since two processes on every core each ran 10-15x slower, not 2x."""
     if num_threads:
         return num_threads
-    return 1 if model_name == "tiny" else len(os.sched_getaffinity(0))
+    return 1 if model_name == "tiny" else share_of_cores()
+
+
+def _registry() -> str:
+    import os
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"reasoning-rl-processes-{os.getuid()}")
+
+
+def _started(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat), which tells it apart from a later process given the same
+    pid; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def share_of_cores() -> int:
+    """The cores this process may use (its affinity) divided by the number of this project's processes that asked
+    for their share and still run (this one included), at least 1. The process registers itself once (a file named
+    by its pid under the temporary directory, removed when it exits); files of processes that are gone are ignored
+    and removed."""
+    import atexit
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    folder, me = _registry(), os.getpid()
+    os.makedirs(folder, exist_ok=True)
+    mine = os.path.join(folder, str(me))
+    if not os.path.exists(mine):
+        with open(mine, "w") as f:
+            f.write(_started(me) or "")
+        atexit.register(lambda: os.path.exists(mine) and os.remove(mine))
+    live = 0
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        try:
+            with open(path) as f:
+                stamp = f.read().strip()
+        except OSError:
+            continue
+        if name.isdigit() and (_started(int(name)) or "") == stamp and stamp:
+            live += 1
+        else:
+            try:
+                os.remove(path)  # a process that is gone (or whose pid is another process's now)
+            except OSError:
+                pass
+    return max(1, cores // max(1, live))

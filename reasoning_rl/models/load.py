@@ -19,17 +19,23 @@ _HUB_TIMEOUT = 10.0  # seconds to ask the Hub whether a model name exists (none 
 
 
 def check_model_source(name: str, gguf_file: str = "", key: str = "model.name_or_path") -> None:
-    """Raise UserError (one line naming `key`, model.name_or_path by default) unless `name` can be loaded: "tiny", a named model
-    whose package is installed, a GGUF file (or a folder + model.gguf_file), a local directory with a
-    config.json, a Hub name in the local Hugging Face cache, or one the Hub answers for within a short
-    timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
+    """Raise UserError (one line naming `key`, model.name_or_path by default) unless `name` can be loaded: "tiny", a
+    named model whose package is installed, a GGUF file (or a folder + model.gguf_file), a local directory with a
+    config.json, LoRA adapters whose base can be loaded, a Hub name in the local Hugging Face cache, or one the Hub
+    answers for within a short timeout. Runs before anything is loaded, so a typo costs seconds, not a traceback."""
     import os
 
     if gguf_path(name, gguf_file, key) or name == "tiny":  # the GGUF settings first: tiny + gguf_file is an error too
         return
     if os.path.isdir(name):
+        from .lora import adapter_base
+
+        base = adapter_base(name)
+        if base is not None:  # LoRA adapters (a run's final/): loaded merged into the base model they name
+            return check_model_source(base, "", key=f"{key} (the base of the adapters in {name!r})")
         if not os.path.isfile(os.path.join(name, "config.json")):
-            raise UserError(f"{key}: directory {name!r} holds no config.json (not a saved Hugging Face model)")
+            raise UserError(f"{key}: directory {name!r} holds no config.json (not a saved Hugging Face model, nor "
+                            "LoRA adapters)")
         return
     parts = name.split("/")
     looks_local = name.startswith((".", "/", "~")) or os.sep in name and len(parts) != 2 or name.endswith(os.sep)
@@ -92,12 +98,24 @@ def load_pretrained(cfg: Config, name: str, gguf_file: str = "", log=print):
     import torch
     from transformers import AutoModelForCausalLM
 
+    import os
+
+    from .lora import adapter_base
+
     quiet_transformers()
     m = cfg.model
-    name = resolve(name, gguf_file, m.dtype, log=log)
+    base = adapter_base(name) if os.path.isdir(name) else None
+    name = resolve(name, gguf_file, m.dtype, log=log) if base is None else name
     tok = load_tokenizer(cfg, name)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[m.dtype]
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
+    if base is not None:  # a PEFT folder (a LoRA run's final/): its adapters merged into the base they name
+        from peft import PeftModel
+
+        base_model = AutoModelForCausalLM.from_pretrained(resolve(base, "", m.dtype, log=log), dtype=dtype,
+                                                          trust_remote_code=m.trust_remote_code)
+        model = PeftModel.from_pretrained(base_model, name).merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
     if tok.pad_token_id is not None and model.config.pad_token_id is None:
         model.config.pad_token_id = tok.pad_token_id
     return model, tok

@@ -4,8 +4,11 @@
     reference_of(model)          the frozen reference policy: with adapters, the same model with them disabled
                                  (no second copy in memory, as TRL does with a peft_config); else a frozen copy
     body_of(policy)              the transformer body (PPO's critic copies it)
-    save_final(dir, model, tok)  dir/final as a plain Hugging Face model; with adapters, the merged weights
-                                 there and the adapters alone in final/adapter
+    save_final(dir, model, tok)  dir/final: a plain Hugging Face model; with adapters, the adapters alone as a PEFT
+                                 folder (a few MB; `load_pretrained` merges them into their base), and the merged
+                                 model in final/merged only when asked (model.lora.save_merged); a base built in code
+                                 (no folder to merge into later): merged in final/, the adapters in final/adapter
+    trained_state(model) / load_trained_state(model, state)   what a checkpoint holds: with adapters, only them
 
 Not here: which parameters an optimiser steps (those with requires_grad: peft freezes the base).
 """
@@ -69,13 +72,57 @@ def body_of(policy):
     return base.model
 
 
-def save_final(output_dir: str, model, tok, name: str = "final") -> str:
+def save_final(output_dir: str, model, tok, name: str = "final", merged: bool = False) -> str:
+    """The trained model in output_dir/name with its tokenizer: the whole model, or with adapters the adapters alone
+    (a PEFT folder naming its base) and, with `merged`, the merged model in name/merged too."""
     final = os.path.join(output_dir, name)
-    if is_lora(model):
-        model.save_pretrained(os.path.join(final, "adapter"))
-        merged = copy.deepcopy(model).merge_and_unload()
-        merged.save_pretrained(final)
+    if is_lora(model) and not _base_name(model):  # a base built in code (the tiny model without its warm start): no
+        model.save_pretrained(os.path.join(final, "adapter"))  # folder to merge into later, so final/ is merged
+        copy.deepcopy(model).merge_and_unload().save_pretrained(final)
+    elif is_lora(model):
+        model.save_pretrained(final)
+        if merged:
+            copy.deepcopy(model).merge_and_unload().save_pretrained(os.path.join(final, "merged"))
+            tok.save_pretrained(os.path.join(final, "merged"))
     else:
         model.save_pretrained(final)
     tok.save_pretrained(final)
     return final
+
+
+def _base_name(model) -> str:
+    """The folder or Hub name the adapters' base model was loaded from ("" for a model built in code)."""
+    return next(iter(model.peft_config.values())).base_model_name_or_path or ""
+
+
+def trained_state(model) -> dict:
+    """What a checkpoint keeps of the policy: its whole state, or with adapters only the trained ones (the base is
+    the base model's, reloaded on resume)."""
+    state = model.state_dict()
+    if not is_lora(model):
+        return state
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    return {k: v for k, v in state.items() if k in trained}
+
+
+def load_trained_state(model, state: dict) -> None:
+    """Put `trained_state` back: the whole state, or the adapters (every trained parameter must be in it)."""
+    if not is_lora(model):
+        model.load_state_dict(state)
+        return
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    missing = sorted(trained - set(state))
+    if missing:
+        raise ValueError(f"--resume: the checkpoint holds none of {missing[:3]}... (a checkpoint of another model?)")
+    model.load_state_dict(state, strict=False)
+
+
+def adapter_base(folder: str) -> str | None:
+    """The base model a PEFT adapter folder names (adapter_config.json), or None for any other folder."""
+    import json
+
+    path = os.path.join(folder, "adapter_config.json")
+    if not os.path.isfile(path) or os.path.isfile(os.path.join(folder, "config.json")):
+        return None
+    with open(path) as f:
+        return json.load(f).get("base_model_name_or_path") or None

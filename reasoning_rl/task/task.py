@@ -317,6 +317,32 @@ class Task:
                            "version": verifiers.get(t.verifier).version, "options_hash": options_hash(dict(t.options))}
                           for t in reward.terms]}
 
+    def difficulty(self, rows: Sequence[dict]) -> dict[str, float]:
+        """Each row's difficulty before any sampling (lower = easier; the easy_first sampler's prior): the
+        tasks.difficulty_col value, or by tasks.difficulty the gold solution's steps (its non-empty lines but a final
+        '#### N'), its characters, or the prompt's characters."""
+        tc, out = self.cfg, {}
+        for i, r in enumerate(rows):
+            if tc.difficulty_col:
+                try:
+                    out[r["prompt_id"]] = float(column(r.get("columns", r), tc.difficulty_col))
+                except (KeyError, TypeError, ValueError):
+                    raise UserError(f"tasks.difficulty_col: {self.source!r} row {i} has no number in column "
+                                    f"{tc.difficulty_col!r}") from None
+                continue
+            how = tc.difficulty
+            if how == "auto":
+                how = "solution_steps" if any(r.get("target") for r in rows[:50]) else "prompt_length"
+            solution = str(r.get("target") or "")
+            if how == "solution_steps":
+                steps = [x for x in solution.splitlines() if x.strip() and not x.strip().startswith("####")]
+                out[r["prompt_id"]] = float(max(1, len(steps)))
+            elif how == "solution_length":
+                out[r["prompt_id"]] = float(len(solution))
+            else:
+                out[r["prompt_id"]] = float(len(str(r["raw"])))
+        return out
+
     def rows(self, split: str) -> list[dict]:
         """"train", "test" (the held-out split) or "all" (both)."""
         if split == "test" and not self.test:

@@ -1,6 +1,6 @@
 """Checkpoints that let a killed run continue the same trajectory.
 
-A checkpoint holds the model, optimiser and scheduler states, every RNG the loop draws from
+A checkpoint holds the model (with LoRA, its adapters alone: a few MB), optimiser and scheduler states, every RNG the loop draws from
 (torch's global generator, which `generate` samples with, and the Python generators of the
 sampler and the minibatch shuffle), the step, a consistent copy of the curriculum ledger
 (SQLite backup API), and how many lines metrics.jsonl and archive.jsonl had, so a resumed
@@ -101,7 +101,7 @@ def _write(tmp: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqli
     import torch
 
     os.makedirs(tmp)
-    torch.save({"step": step, "model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+    torch.save({"step": step, "model": lora.trained_state(model), "opt": opt.state_dict(), "sched": sched.state_dict(),
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
                 "log_lines": {os.path.basename(p): _lines(p) for p in logs},
                 "extra": {k: o.state_dict() for k, o in (extra or {}).items()}}, os.path.join(tmp, "state.pt"))
@@ -133,7 +133,7 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], 
     if not os.path.exists(path):
         raise FileNotFoundError(f"--resume: no checkpoint at {path}")
     state = torch.load(path, weights_only=False)
-    model.load_state_dict(state["model"])
+    lora.load_trained_state(model, state["model"])
     opt.load_state_dict(state["opt"])
     sched.load_state_dict(state["sched"])
     torch.set_rng_state(state["torch_rng"])
@@ -153,12 +153,51 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], 
     return int(state["step"])
 
 
+FINISHED = "finished.json"
+
+
+class Finished(Exception):
+    """`--resume` of a run that has finished every step it is asked for: nothing to do (the message says so and how
+    to extend it)."""
+
+
+def mark_finished(output_dir: str, algo: str, steps: int, checkpoint_step: int | None) -> None:
+    """Record that the run ended after `steps` steps, and the step its checkpoint holds (what an extension resumes
+    from; None when it wrote none)."""
+    import time
+
+    with open(os.path.join(output_dir, FINISHED + ".tmp"), "w") as f:
+        json.dump({"algorithm": algo, "steps": steps, "checkpoint_step": checkpoint_step,
+                   "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+    os.replace(os.path.join(output_dir, FINISHED + ".tmp"), os.path.join(output_dir, FINISHED))
+
+
+def check_finished(output_dir: str, algo: str, steps: int) -> None:
+    """Before a resume: a run that finished `steps` steps or more is Finished (nothing to do); one extended past its
+    end needs a checkpoint of its last step, or the rounds after the checkpoint it has would be run again (a UserError
+    saying so)."""
+    path = os.path.join(output_dir, FINISHED)
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        done = json.load(f)
+    if steps <= done["steps"]:
+        raise Finished(f"the run in {output_dir} finished all its {done['steps']} steps (final/ holds its model); "
+                       f"nothing to do. To extend it: --resume --set {algo}.steps=N with N > {done['steps']}")
+    if done.get("checkpoint_step") != done["steps"]:
+        from ..errors import UserError
+
+        raise UserError(f"--resume: {output_dir!r} finished at step {done['steps']} but its checkpoint holds step "
+                        f"{done.get('checkpoint_step')} ({algo}.checkpoint_every=0 writes none at the end); extending "
+                        "it would run again rounds it logged: start a new run from its final/ model instead")
+
+
 def exists(output_dir: str) -> bool:
     recover_checkpoint(output_dir, NAME)
     return os.path.exists(os.path.join(output_dir, NAME, "state.pt"))
 
 
-def save_final(output_dir: str, model, tok) -> str:
-    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read); LoRA
-    adapters also alone in final/adapter (lora.save_final)."""
-    return lora.save_final(output_dir, model, tok)
+def save_final(output_dir: str, model, tok, merged: bool = False) -> str:
+    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read): with LoRA, the
+    adapters (and with `merged` the merged model in final/merged; lora.save_final)."""
+    return lora.save_final(output_dir, model, tok, merged=merged)

@@ -2,6 +2,8 @@
 
     log_line(metrics, steps) -> "step 3/60  reward 0.476  mixed 0.89 ... "   (+ "NO UPDATE: ..." and why)
     warn_if_idle(history, log)                                               one WARNING line, when due
+    Slowdown().check(metrics, log)                                           once: rounds several-fold slower
+                                                                             than the first ones on a busy machine
 
 Not here: the metrics themselves (rounds.py, the algorithms), where they are written (metrics.py).
 """
@@ -36,6 +38,35 @@ def _why_no_update(m: dict) -> str:
     parts = [f"{what}: {m[k]:.2f} of {'samples' if k.startswith('completions') else 'groups'}"
              for k, what, _ in _NO_UPDATE if m.get(k)]
     return "; ".join(parts) or "no group kept"
+
+
+class Slowdown:
+    """Says once when a round takes `factor` times the median of the run's first `first` rounds while the machine's
+    load is above its cores: another job shares them (two processes on every core each ran 10-15x slower here)."""
+
+    def __init__(self, first: int = 3, factor: float = 3.0) -> None:
+        self.first, self.factor, self.times, self.said = first, factor, [], False
+
+    def check(self, m: dict, log: Callable[[str], None], load: Callable[[], float] | None = None) -> bool:
+        """Record this round's time/step; True (and one log line) the first time the slowdown is seen."""
+        import os
+        import statistics
+
+        t = m.get("time/step")
+        if t is None or self.said:
+            return False
+        if len(self.times) < self.first:
+            self.times.append(t)
+            return False
+        base = statistics.median(self.times)
+        cores = len(os.sched_getaffinity(0))
+        busy = (load or (lambda: os.getloadavg()[0]))()
+        if t > self.factor * base and busy > cores:
+            self.said = True
+            log(f"NOTE step {m['step']}: a round took {t / base:.1f}x the first rounds' median ({t:.1f} s against "
+                f"{base:.1f} s); the machine's load average is {busy:.1f} on {cores} cores, so other processes share "
+                "them (num_threads=0 divides the cores among this project's processes only)")
+        return self.said
 
 
 def warn_if_idle(history: list[dict], log: Callable[[str], None]) -> None:

@@ -24,7 +24,9 @@ One round (a "step"), for rank r of W (one process: r = 0, W = 1):
      (the same number of optimiser steps on every rank; DDP averages the gradients);
   4. metrics to JSONL / TensorBoard and the caller's `on_step`; held-out accuracy every `eval_every` steps (0 = off),
      before the first round and after the last (unless eval_at_start / eval_at_end are off); a resumable
-     checkpoint every `checkpoint_every` steps (rank 0). A round that trains nothing says so in its log line.
+     checkpoint every `checkpoint_every` steps and at the last (rank 0). A round that trains nothing says so in its
+     log line. At the end, final/ and finished.json: `--resume` of a finished run does nothing and says so; with
+     more steps it extends the run from its last checkpoint.
 
 One synchronous GRPO step, file by file (tests/test_layout.py checks that every name here exists):
   trainers/loop.py         train -> _steps -> _round -> _make_round   the round, made here while the loop waits
@@ -62,7 +64,7 @@ from curricula import Ledger, UniformSampler, make_sampler
 from ..config.knobs import to_dict
 from ..config.sections import Config, RLConfig
 from ..data.archive import provenance, write_groups
-from ..data.run_dir import new_run_dir
+from ..data.run_dir import mark_report_stale, new_run_dir
 from ..errors import UserError
 from ..eval import held_out
 from ..models.device import resolve_threads
@@ -78,7 +80,7 @@ from . import checkpoint
 from .algorithm import Algorithm, Learner, Net, adamw
 from .distributed import NullWriter, Ranks
 from .interrupts import Interrupted, stop_requests
-from .log_lines import log_line, warn_if_idle
+from .log_lines import Slowdown, log_line, warn_if_idle
 from .metrics import MetricsWriter
 from .monitors import Monitors
 from .pipeline import RoundPipeline, staleness_metrics
@@ -202,7 +204,10 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     ledger = Ledger(ledger_path) if ranks.main else None  # rank 0 creates it; the others read it
     ranks.barrier()
     ledger = ledger or Ledger(ledger_path)
-    sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger)
+    easy = {"difficulty": task.difficulty(train_rows), "start": rl.easy_start, "widen_at": rl.easy_widen_at} \
+        if rl.sampler == "easy_first" else {}
+    sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger,
+                           **easy)
     opt, sched = adamw(model, rl.lr, rl.warmup_steps)
     policy = Net("policy", model, ranks.wrap(model), opt, sched, "grad_norm")  # DDP under a launcher
     rngs = {"sampler": sampler.rng, "shuffle": random.Random(cfg.seed)}
@@ -230,6 +235,8 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
 def _start(run: Run, algo: Algorithm, resume: bool) -> int:
     """Restore a checkpoint or score step 0; open the metrics writer. Returns the first step to run."""
     start, acc = 1, None
+    if run.ranks.main:
+        mark_report_stale(run.cfg.output_dir)  # a report of this directory's earlier rounds is now out of date
     if resume:
         p = run.nets[0]
         start = checkpoint.load(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
@@ -364,9 +371,10 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
     """Steps `first`..steps: a round, the held-out score when due, the log line, alerts, checkpoints. Stops after
     the round in progress on a stop request (Ctrl-C, SIGTERM) or an alert with monitor.stop_on_alert, with a
     checkpoint of that round."""
-    rl = run.rl
+    rl, slow = run.rl, Slowdown()
     for step in range(first, rl.steps + 1):
         m = _round(run, algo, step, tally)
+        slow.check(m, run.log)
         if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
             m.update(run.evaluate())
             m.update(run.monitors.heldout(m, len(run.evals)))
@@ -381,7 +389,9 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
         # every rank stops after the same round: a signal seen by any rank (a launcher may reach only some) counts
         stopping = bool(run.ranks.max(int(stop.signal is not None)))
-        if run.ranks.main and (on_alert or stopping or rl.checkpoint_every and step % rl.checkpoint_every == 0):
+        # a run that stops, is told to, reaches checkpoint_every, or ends (what an extension resumes from)
+        due = rl.checkpoint_every and (step % rl.checkpoint_every == 0 or step == rl.steps)
+        if run.ranks.main and (on_alert or stopping or due):
             _checkpoint(run, step)
         if stopping and step < rl.steps:
             run.ranks.barrier()  # no rank leaves while rank 0 writes the checkpoint (a launcher would stop it)
@@ -404,6 +414,8 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
     if not cfg.output_dir:  # called from Python with the default: a new run directory, as the CLI gives
         cfg = dataclasses.replace(cfg, output_dir=new_run_dir(algo.name))
         log(f"run directory: {cfg.output_dir}")
+    if resume:  # before anything loads: a finished run has nothing to do; an extension needs its last step's state
+        checkpoint.check_finished(cfg.output_dir, algo.name, getattr(cfg, algo.name).steps)
     run = _setup(cfg, algo, log, resume, resume_changed)
     try:
         with stop_requests(run.log, same_within_s=1.0 if run.ranks.world > 1 else 0.0) as stop:
@@ -420,7 +432,10 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         if run.writer is not None:
             run.writer.close()
     if run.ranks.main:
-        checkpoint.save_final(cfg.output_dir, run.model, run.tok)
+        checkpoint.save_final(cfg.output_dir, run.model, run.tok, merged=cfg.model.lora.save_merged)
+        last = run.history[-1]["step"] if run.history else None
+        if last == run.rl.steps:  # every step ran (not an alert's stop): the run is finished
+            checkpoint.mark_finished(cfg.output_dir, algo.name, last, last if run.rl.checkpoint_every else None)
         warn_if_idle(run.history, run.log)
     run.ranks.barrier()
     return run.history, run.model, run.tok

@@ -146,7 +146,8 @@ class Rounds:
             return groups
 
         kept, refill = fill_batch(sampler.sample, generate, self.keep, n,
-                                  self.rl.max_refill_rounds if self.rl.filter_mixed else 0)
+                                  self.rl.max_refill_rounds if self.rl.filter_mixed else 0,
+                                  max_seconds=self.rl.refill_seconds)
         return Round(step, kept, generated, refill, timing, seed, next(calls))
 
     def close(self) -> None:
