@@ -6,8 +6,9 @@ Standard library only.
 Threat model. The program is hostile and knows how this sandbox works. It must not:
   * escape or harm the host: it runs as uid 65534 inside fresh user, pid, mount, net, ipc,
     uts and cgroup namespaces, with no capabilities (bounding set empty, no_new_privs), a
-    read-only root holding only /usr, the interpreter and a minimal /etc (no shadow, no
-    home, not the project), private size-capped tmpfs /work (its cwd), /tmp and /dev/shm,
+    read-only root holding only /usr, the interpreter, a minimal /etc (no shadow, no
+    home, not the project) and the third-party packages the caller declared (/pkgs,
+    `packages.py`), private size-capped tmpfs /work (its cwd), /tmp and /dev/shm,
     no network interface but a down loopback, a new session, no inherited descriptors and
     a scrubbed environment;
   * exhaust the host: memory (+swap, +tmpfs) and process count of the whole run are bound
@@ -41,7 +42,8 @@ order repeat across runs: the runs are reproducible, not secret).
 from .client import CallResult, RunEnded, Sandbox, Session, base_python, probe
 from .limits import LIMIT_NAMES, IsolationError, Limits, RunResult, SandboxError
 from .plain import PlainDataError
+from .packages import Packages
 from .pool import SandboxPool
 
 __all__ = ["Sandbox", "Session", "SandboxPool", "CallResult", "Limits", "RunResult", "RunEnded", "SandboxError",
-           "IsolationError", "PlainDataError", "LIMIT_NAMES", "base_python", "probe"]
+           "IsolationError", "PlainDataError", "LIMIT_NAMES", "base_python", "probe", "Packages"]

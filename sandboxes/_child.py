@@ -21,6 +21,8 @@ import _levels
 import _seccomp
 
 SANDBOX_PATH = ["/work"] + [p for p in sys.path if p.startswith(sys.base_prefix)]
+# a BLAS or OpenMP runtime otherwise starts a thread per core, each counted against the run's process limit
+SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _set_rlimits(lim: dict, mode: dict) -> None:
@@ -79,9 +81,9 @@ def child(req: dict, fds: dict, mode: dict) -> None:
         os.closerange(ready + 1, 1 << 16)
         os.environ.clear()
         os.environ.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp",
-                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"})
+                           "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", **SINGLE_THREADED})
         sys.argv[:] = ["solution.py"]
-        sys.path[:] = SANDBOX_PATH
+        sys.path[:] = SANDBOX_PATH + ([mode["packages"]] if mode.get("packages") else [])
         import random
         random.seed()
         with open("solution.py", "w") as f:

@@ -8,8 +8,9 @@ interpreter starts):
     non-daemon threads are joined and `atexit` handlers run, as CPython does at exit.
   * `serve(code, req_fd, resp_fd)`: import the code as module `solution`, report the names it
     defines, then answer calls `{"id", "fn", "args", "kwargs"}` with plain-data results (see
-    `plain.py`). The checker, outside, decides whether a result is right; nothing here knows
-    the expected values, so nothing here can be talked into a pass.
+    `plain.py`; `fn` is a function's name or `Class.method`, the method of a fresh instance). The
+    checker, outside, decides whether a result is right; nothing here knows the expected values,
+    so nothing here can be talked into a pass.
   * `cases(code, req_fd, resp_fd)`: a stdio program's test cases in one session: per case a
     fresh child runs `run_main` on that case's stdin; in between, everything it left is killed
     and the scratch space emptied (see the function for what keeps one case from the next).
@@ -119,6 +120,20 @@ def _public_names(ns: dict) -> dict:
     return names
 
 
+def _callee(ns: dict, name: str):
+    """The function a call names: `f`, a function of the solution, or `Class.method`, that method of a fresh
+    instance (`Class()`, one per call, as LeetCode-style judges build one per test case)."""
+    owner, dot, method = str(name).partition(".")
+    found = ns.get(owner)
+    if dot:
+        if not isinstance(found, type):
+            raise NameError(f"name {owner!r} is not a class defined by the solution")
+        found = getattr(found(), method, None)
+    if found is None or not callable(found):
+        raise NameError(f"name {name!r} is not a function defined by the solution")
+    return found
+
+
 def serve(code: str, req_fd: int, resp_fd: int) -> int:
     read_frame, write_frame, encode, decode = _wire.read_frame, _wire.write_frame, plain.encode, plain.decode
     ns = _namespace("solution")
@@ -138,9 +153,7 @@ def serve(code: str, req_fd: int, resp_fd: int) -> int:
             break  # the checker is done
         reply = {"id": req.get("id")}
         try:
-            fn = ns.get(req["fn"])
-            if fn is None or not callable(fn):
-                raise NameError(f"name {req['fn']!r} is not a function defined by the solution")
+            fn = _callee(ns, req["fn"])
             value = fn(*decode(req.get("args", [])), **decode(req.get("kwargs", {"$dict": []})))
             reply["ok"] = encode(value)
         except (Exception, SystemExit, KeyboardInterrupt, GeneratorExit) as e:

@@ -119,10 +119,12 @@ def _bind_ro(source: str, target: str) -> None:
 SYSTEM_DIRS = ("usr", "bin", "lib", "lib64", "lib32", "sbin")
 DEVICES = ("null", "zero", "random", "urandom")
 MOUNT_POINTS = ("proc", "tmp", "work", "dev/shm", ".old")
+PKG_DIR = "/pkgs"  # the declared third-party packages, read-only (packages.py)
 
 
-def build_root(root: str, python_prefix: str) -> None:
-    """Assemble the read-only root under `root` (caller is root in its own private mount ns)."""
+def build_root(root: str, python_prefix: str, packages: dict | None = None) -> None:
+    """Assemble the read-only root under `root` (caller is root in its own private mount ns). `packages`:
+    {"site": a site-packages folder, "entries": its top-level names to bind read-only under PKG_DIR}."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     os.makedirs(root, exist_ok=True)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
@@ -139,6 +141,10 @@ def build_root(root: str, python_prefix: str) -> None:
         for part in prefix.strip("/").split("/")[:-1]:  # intermediate dirs traversable (host /root is 0700)
             path = os.path.join(path, part)
             os.chmod(path, 0o755)
+    if packages:
+        os.makedirs(root + PKG_DIR, mode=0o755)
+        for entry in packages["entries"]:
+            _bind_ro(os.path.join(packages["site"], entry), os.path.join(root + PKG_DIR, entry))
     os.makedirs(os.path.join(root, "etc"), mode=0o755)
     _write(os.path.join(root, "etc/passwd"), f"root:x:0:0::/:/usr/sbin/nologin\n"
                                              f"sandbox:x:{NOBODY}:{NOBODY}::/work:/usr/sbin/nologin\n")

@@ -78,32 +78,52 @@ def _probe(owner: int, rootless: bool) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(outer, 0)[1])
 
 
-def _enter_namespaces(root: bool, prefix: str, report: dict) -> bool:
+def _enter_namespaces(root: bool, prefix: str, report: dict, packages: dict | None = None) -> bool:
     """Build the read-only root in a mount namespace of the zygote's own (and a user namespace without root)."""
+    site_fd = None
     try:
         if root:
             _isolate.unshare(_isolate.CLONE_NEWNS)
         else:
             _isolate.enter_user_namespace(os.getuid(), os.getgid())
+        if packages:  # held open: an environment under /tmp stays reachable once our own /tmp covers it
+            site_fd = os.open(packages["site"], os.O_PATH | os.O_DIRECTORY)
+            packages = {**packages, "site": f"/proc/self/fd/{site_fd}"}
         _isolate.mount(None, "/", None, _isolate.MS_REC | _isolate.MS_PRIVATE)
         _isolate.mount("tmpfs", "/tmp", "tmpfs", _isolate.MS_NOSUID | _isolate.MS_NODEV, "size=8m")  # ours only
-        _isolate.build_root(ROOT, prefix)
+        _isolate.build_root(ROOT, prefix, packages)
         return True
     except OSError as e:
         report["problems"].append(f"namespaces unavailable: {e}" + ("" if root else (
             " (unprivileged user namespaces may be disabled: kernel.unprivileged_userns_clone, "
             "user.max_user_namespaces, an AppArmor or container seccomp policy)")))
         return False
+    finally:
+        if site_fd is not None:
+            os.close(site_fd)
 
 
-def detect(prefix: str) -> tuple[dict, "_cgroup.Cgroups | None"]:
-    """Set up the best level this process can have and report it (the probe forks a real isolated child)."""
+def _package_links(packages: dict) -> str:
+    """Level none has no root of its own: a folder of links to the declared entries stands in for PKG_DIR."""
+    import tempfile
+
+    farm = tempfile.mkdtemp(prefix="rrl-sandbox-pkgs-")
+    os.chmod(farm, 0o755)
+    for entry in packages["entries"]:
+        os.symlink(os.path.join(packages["site"], entry), os.path.join(farm, entry))
+    return farm
+
+
+def detect(prefix: str, packages: dict | None = None) -> tuple[dict, "_cgroup.Cgroups | None"]:
+    """Set up the best level this process can have and report it (the probe forks a real isolated child).
+    `packages` (see `_isolate.build_root`) are bound into the root; `report["packages_path"]` is where runs find
+    them (None without packages)."""
     root = os.geteuid() == 0
     report = {"root": root, "uid": os.geteuid(), "level": "none", "limits": "rlimits", "seccomp": False,
               "namespaces": False, "problems": [], "notes": []}
     found: list = []
     cgroups = _cgroup.find(found, os.getpid())
-    entered = _enter_namespaces(root, prefix, report)
+    entered = _enter_namespaces(root, prefix, report, packages)
     if root and not entered:  # root without CAP_SYS_ADMIN (a container): as nobody, through a user namespace
         os.setgroups([])
         os.setresgid(_isolate.NOBODY, _isolate.NOBODY, _isolate.NOBODY)
@@ -115,7 +135,7 @@ def detect(prefix: str) -> tuple[dict, "_cgroup.Cgroups | None"]:
         report.update(root=False, uid=os.geteuid())
         report["notes"].append("root without the capability to build namespaces: the zygote dropped to uid 65534 "
                                "and tried a user namespace")
-        entered = _enter_namespaces(root, prefix, report)
+        entered = _enter_namespaces(root, prefix, report, packages)
     if entered:
         status = _probe(_isolate.NOBODY if root else 0, not root)
         report["namespaces"] = status in (0, 10)
@@ -136,6 +156,9 @@ def detect(prefix: str) -> tuple[dict, "_cgroup.Cgroups | None"]:
         cgroups.close()
         cgroups = None
     report["contains"], report["lacks"] = CONTAINS[report["level"]], LACKS[report["level"]]
+    report["packages_path"] = None
+    if packages:
+        report["packages_path"] = _isolate.PKG_DIR if report["level"] != "none" else _package_links(packages)
     if report["limits"] == "rlimits" and report["level"] != "full":
         report["bounds"] = dict(BOUNDS)
     return report, cgroups

@@ -22,6 +22,7 @@ Standard library only: this file runs as a script under the base interpreter.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -66,10 +67,11 @@ def z1(sock: int, mode: dict, name: str) -> None:
 
 def main() -> None:
     sock = int(sys.argv[1])
-    report, cgroups = _levels.detect(sys.base_prefix)
+    packages = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None  # {"site", "entries"}: packages.py
+    report, cgroups = _levels.detect(sys.base_prefix, packages)
     _wire.write_frame(sock, {"op": "hello", "isolation": report, "pid": os.getpid()})
     mode = {"level": report["level"], "limits": report["limits"], "seccomp": report["seccomp"],
-            "rootless": not report["root"], "cgroups": cgroups}
+            "rootless": not report["root"], "cgroups": cgroups, "packages": report["packages_path"]}
     while True:
         pid = os.fork()
         name = f"{os.getpid()}-{pid}" if pid else f"{os.getppid()}-{os.getpid()}"

@@ -11,6 +11,7 @@ restarted; what that run did is reported as `SandboxError`, never as a program r
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -21,11 +22,13 @@ from typing import Any
 
 from . import _wire, plain
 from .limits import IsolationError, Limits, RunResult, SandboxError
+from .packages import resolve
 
 ZYGOTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 ALLOW_WEAK_ENV = "REASONING_RL_ALLOW_WEAK_SANDBOX"
 MARGIN_S = 30.0  # how long past its wall limit a zygote may take to answer before it is presumed dead
 HOST_PROGRAMS = 256  # programs one host run serves before a fresh one starts
+IMPORT_LIMITS = Limits(wall_s=60.0, cpu_s=60.0, memory_mb=1024)  # the one-time import of each declared package
 
 
 def _run_result(frame: dict) -> RunResult:
@@ -63,12 +66,20 @@ class Sandbox:
         of this one); it must be readable by the uid that runs the zygote.
     user: run the zygote, and so every program, as this host uid (and gid): a root caller's way
         to use the rootless level under a dedicated account. Needs root.
+    packages: third-party distributions the programs may import (and what they require), read-only under
+        /pkgs, from `site` (a virtual environment or site-packages folder; default: this interpreter's). Each is
+        imported once at start; `report["packages"]` has versions and import seconds (`packages.py`).
     """
 
     def __init__(self, limits: Limits | dict | None = None, allow_weak: bool | None = None,
-                 python: str | None = None, user: int | None = None) -> None:
+                 python: str | None = None, user: int | None = None, packages: tuple[str, ...] | list = (),
+                 site: str | None = None) -> None:
         if user is not None and (isinstance(user, bool) or not isinstance(user, int) or user < 0):
             raise ValueError(f"Sandbox.user must be a non-negative uid, got {user!r}")
+        if isinstance(packages, str) or not all(isinstance(p, str) and p for p in packages):
+            raise ValueError(f"Sandbox.packages must be a list of distribution names, got {packages!r}")
+        self.packages, self.site = tuple(packages), site
+        self._resolved = resolve(self.packages, site) if self.packages else None  # a missing one: ValueError now
         self.python, self.user = python or base_python(), user
         self.limits = Limits.of(limits)
         self.allow_weak = allow_weak if allow_weak is not None else os.environ.get(ALLOW_WEAK_ENV) == "1"
@@ -87,7 +98,9 @@ class Sandbox:
             env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
             try:
                 who = {} if self.user is None else {"user": self.user, "group": self.user, "extra_groups": []}
-                self._proc = subprocess.Popen([self.python, "-I", "-S", "-B", ZYGOTE, str(theirs.fileno())],
+                extra = [json.dumps({"site": self._resolved.site, "entries": list(self._resolved.entries)})] \
+                    if self._resolved else []
+                self._proc = subprocess.Popen([self.python, "-I", "-S", "-B", ZYGOTE, str(theirs.fileno()), *extra],
                                               pass_fds=(theirs.fileno(),), env=env, cwd="/",
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, **who)
             finally:
@@ -109,7 +122,25 @@ class Sandbox:
                     f"user.max_user_namespaces > 0; in a container: run it with --security-opt seccomp=unconfined "
                     f"or a profile allowing unshare/clone of namespaces), or pass allow_weak=True / set "
                     f"{ALLOW_WEAK_ENV}=1 to accept a scratch directory and rlimits only.")
+            if self._resolved:
+                self.report["packages"] = self._import_each()
             return self.report
+
+    def _import_each(self) -> dict:
+        """Import each declared package once inside the sandbox: its version and seconds, or SandboxError naming
+        the one that fails (built for another Python, a missing system library)."""
+        out = {}
+        versions = dict(self._resolved.versions)
+        for module in self._resolved.modules:
+            code = f"import time\nt = time.perf_counter()\nimport {module}\nprint(time.perf_counter() - t)"
+            r = self.run(code, "", IMPORT_LIMITS)
+            if not r.ok:
+                self.close()
+                why = (r.stderr.strip().splitlines() or [r.describe()])[-1][:300]
+                raise SandboxError(f"Sandbox.packages: `import {module}` fails inside the sandbox (from "
+                                   f"{self._resolved.site}): {why}")
+            out[module] = {"import_s": float(r.stdout.strip() or 0.0)}
+        return {"site": self._resolved.site, "versions": versions, "imports": out}
 
     @property
     def isolation(self) -> str:

@@ -19,14 +19,16 @@ T = TypeVar("T")
 
 class SandboxPool:
     def __init__(self, workers: int | None = None, limits: Limits | dict | None = None,
-                 allow_weak: bool | None = None, python: str | None = None, user: int | None = None) -> None:
+                 allow_weak: bool | None = None, python: str | None = None, user: int | None = None,
+                 packages: tuple[str, ...] | list = (), site: str | None = None) -> None:
         workers = workers if workers is not None else (os.cpu_count() or 1)
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"SandboxPool.workers must be a positive integer, got {workers!r}")
         self.workers = workers
         self.limits = Limits.of(limits)
         self._slots: queue.Queue[Sandbox] = queue.Queue()
-        self._all = [Sandbox(self.limits, allow_weak, python=python, user=user) for _ in range(workers)]
+        self._all = [Sandbox(self.limits, allow_weak, python=python, user=user, packages=packages, site=site)
+                     for _ in range(workers)]
         for sb in self._all:
             self._slots.put(sb)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")

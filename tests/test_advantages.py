@@ -295,3 +295,60 @@ def test_whitened_advantages_have_mean_zero_and_unit_std_on_the_mask(B, T, seed)
     sd = A[mask].std(unbiased=False).item()  # population std 1, less what eps takes off: sd / (sd + eps)
     assert abs(on.pow(2).mean().sqrt().item() - sd / (sd + 1e-8)) < 1e-9
     assert (W[~mask] == 0).all()
+
+
+# ---------------------------------------------------------------- the group maths under filters and masks
+@st.composite
+def mixed_groups_with_masked(draw):
+    """One group: binary outcomes with at least one pass and one fail among the scored samples, plus masked samples
+    (a verifier's TIMEOUT / ERROR) whose reward slot holds anything."""
+    outcomes = draw(st.lists(st.booleans(), min_size=2, max_size=10).filter(lambda o: any(o) and not all(o)))
+    masked = draw(st.lists(st.floats(-5, 5, allow_nan=False), min_size=0, max_size=4))
+    order = draw(st.permutations(range(len(outcomes) + len(masked))))
+    slots = [(float(o), True) for o in outcomes] + [(x, False) for x in masked]
+    slots = [slots[i] for i in order]
+    return torch.tensor([[r for r, _ in slots]]), torch.tensor([[v for _, v in slots]])
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "pass_at_k"])
+@given(group=mixed_groups_with_masked(), k=st.integers(1, 3))
+@settings(max_examples=80, deadline=None)
+def test_a_mixed_group_gets_a_signal_and_masked_samples_shift_nothing(name, group, k):
+    """Whatever the estimator: a group with a pass and a fail among its scored samples never ends with advantages
+    all zero or all of one sign (each pass above each fail), a masked sample gets 0, and taking the masked samples
+    out (or changing the rewards in their slots) leaves every scored sample's advantage as it was: a masked sample
+    never moves its group-mates' baseline (the leave-one-out trap of NeMo RL #3469). pass@k's one exception: with
+    fewer fails than k every k-subset passes, and the group rightly gets no signal."""
+    R, valid = group
+    opts = GroupOptions(k=min(k, int(valid.sum())))
+    A = ADVANTAGES.get(name)(R, valid, opts)
+    a, r = A[valid], R[valid]
+    assert (A[~valid] == 0).all()
+    if name == "pass_at_k" and int((r == 0).sum()) < opts.k:
+        assert (a == 0).all()  # every k-subset holds a pass: pass@k is 1 whatever anyone does, no signal
+        return
+    assert a[r == 1].min() > a[r == 0].max()  # every pass above every fail: not all zero, not of one sign
+    if name != "pass_at_k":
+        assert (a > 0).any() and (a < 0).any()
+    alone = ADVANTAGES.get(name)(r.unsqueeze(0), None, opts)[0]
+    assert torch.allclose(a, alone, atol=1e-6)
+    other = torch.where(valid, R, R + 3.0)  # other rewards in the masked slots
+    assert torch.allclose(ADVANTAGES.get(name)(other, valid, opts), A, atol=1e-6)
+
+
+def test_the_mixed_filter_keeps_exactly_the_groups_an_estimator_gives_a_signal():
+    """Composed with curricula's filter (and so with refill, which keeps what it keeps): over every outcome pattern
+    of a group of 4 with 0-2 masked samples, `is_mixed` (scored samples only) holds exactly when the advantages are not
+    all zero, for each estimator."""
+    import itertools
+
+    from reasoning_rl.types import Group, Sample, Status, Verdict
+
+    verdict = {1: Verdict.correct(), 0: Verdict.incorrect(), None: Verdict.masked_as(Status.TIMEOUT)}
+    for pattern in itertools.product([1, 0, None], repeat=4):
+        group = Group("p", "q", {}, [Sample(f"s{i}", verdicts={"math": verdict[o]}) for i, o in enumerate(pattern)])
+        R = torch.tensor([[float(o or 0) for o in pattern]])
+        valid = torch.tensor([[o is not None for o in pattern]])
+        for name in ("grpo", "dr_grpo", "rloo", "pass_at_k"):
+            A = ADVANTAGES.get(name)(R, valid, GroupOptions(k=1))
+            assert group.is_mixed("math") == bool((A != 0).any()), (pattern, name)

@@ -21,6 +21,9 @@ REPL = [
     (["def f(n):\n    return 1 / n", "f(0)"], "ZeroDivisionError: division by zero"),  # the program's own error
     (["import math", "math.sqrt(2) > 1.41"], "True"),
     (["y = 1", "1/0", "y + 1"], "2"),  # a failed cell does not break the state
+    # the declared packages (default numpy and sympy): a tool-integrated math trace's first line works
+    (["from sympy import *", "x = symbols('x')", "solve(x**2 - 4, x)"], "[-2, 2]"),
+    (["import numpy as np", "int(np.dot([1, 2], [3, 4]))"], "11"),
 ]
 
 

@@ -58,6 +58,13 @@ def test_boxed_reference_extractor(text, expected):
 
 HUMANEVAL_ROW = {"task_id": "HumanEval/0", "prompt": "def add(a, b):\n", "entry_point": "add",
                  "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "canonical_solution": "    return a + b\n"}
+LEETCODE_ROW = {"task_id": "two-sum", "query": "Given nums and target ...\nclass Solution:\n    def twoSum(self, nums, "
+                "target):\n", "entry_point": "Solution().twoSum", "prompt": "from typing import *\n",
+                "input_output": [{"input": "nums = [3,3], target = 6", "output": "[0, 1]"}],
+                "completion": "class Solution: ..."}
+LCB_ROW = {"question_id": "abc1", "question_content": "Return the sum.", "starter_code": "class Solution:\n    def "
+           "add(self, a: int, b: int) -> int:\n", "metadata": '{"func_name": "add"}',
+           "public_test_cases": '[{"input": "1\\n2", "output": "3", "testtype": "functional"}]'}
 # (preset, a row in that format, the normalised reference, the id)
 PRESET_ROWS = [
     ("gsm8k", {"question": "q?", "answer": "work\n#### 72"}, "72", None),
@@ -69,6 +76,8 @@ PRESET_ROWS = [
      {"test_list": ["assert f(1, 2) == 3"], "test_setup_code": "", "test_imports": []}, "2"),
     ("apps", {"problem_id": 7, "question": "read n", "input_output": '{"inputs": ["1\\n"], "outputs": ["2\\n"]}'},
      {"input_output": '{"inputs": ["1\\n"], "outputs": ["2\\n"]}'}, "7"),
+    ("leetcode", LEETCODE_ROW, {k: LEETCODE_ROW[k] for k in ("entry_point", "input_output", "prompt")}, "two-sum"),
+    ("livecodebench", LCB_ROW, {k: LCB_ROW[k] for k in ("starter_code", "public_test_cases", "metadata")}, "abc1"),
     ("verl", {"prompt": [{"role": "user", "content": "1+1?"}], "data_source": "openai/gsm8k",
               "reward_model": {"ground_truth": "2", "style": "rule"}, "extra_info": {"index": 5}},
      {"verifier": "math", "reference": "2"}, "5"),  # routed by its data_source

@@ -2,16 +2,19 @@
 
     verifiers.verify("code", completion=program_text, reference=tests, limits={"wall_s": 5})
 
-`tests` is one of the four kinds in `code_tests.py` (stdio, call, assert, unittest).
+`tests` is one of the five kinds in `code_tests.py` (stdio, call, method, assert, unittest).
 `limits` is a `sandboxes.Limits` or a dict of its fields (wall_s, cpu_s, memory_mb,
 output_bytes, file_size_mb, disk_mb, processes, open_files); the limits bind each run.
+`packages` are the third-party packages the program may import (with what they require), read-only, from `site` (a
+virtual environment or site-packages folder; default: this interpreter's): `sandboxes/packages.py`. Default:
+numpy and sympy, those of them `site` has. A name given that is not installed there is an error, never an install.
 
 The verdict is decided here, outside the candidate, never inside its process:
   * stdio: all cases run in one sandbox session, each as a fresh process with its own
     limits and a scratch space emptied in between (`Sandbox.run_cases`); stdout is compared
     here (trailing whitespace of each line and trailing blank lines ignored). A pass also
     needs exit status 0 and no limit hit.
-  * call / assert / unittest: the program is loaded once in a sandboxed session and every
+  * call / method / assert / unittest: the program is loaded once in a sandboxed session and every
     value it returns crosses back as fresh plain data (`sandboxes.plain`). By default the
     session is one program of the process's host run (`Sandbox.serve(..., hosted=True)`: a
     fresh process per program, one isolated run for many; option `hosted=False` gives each
@@ -32,6 +35,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import decimal
 import functools
 import math
 import os
@@ -46,13 +50,14 @@ from typing import Any
 
 from reasoning_rl.types import Status, Verdict
 from sandboxes import Limits, RunEnded, Sandbox, SandboxError
+from sandboxes.packages import installed_defaults
 
 from .base import Verifier, VerifierSpec
 from .code_tests import TestSpecError, Tests, compiled, parse_tests
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)```", re.S)
 SANDBOX_LEVELS = {"none": 0.0, "rootless": 1.0, "full": 2.0}  # verdict metric `sandbox_level`
-_SANDBOXES: dict[int, Sandbox] = {}
+_SANDBOXES: dict = {}  # pid (the default packages), or (pid, packages, site)
 _LOCK = threading.Lock()
 _MODULE_LOCK = threading.Lock()
 
@@ -74,12 +79,16 @@ def extract_program(text: str) -> str:
     return "" if blocks else text  # only non-Python blocks: no program; no blocks: let it fail in the sandbox
 
 
-def sandbox() -> Sandbox:
-    """This process's sandbox (one warm zygote per process, started on first use)."""
+def sandbox(packages: tuple[str, ...] | None = None, site: str | None = None) -> Sandbox:
+    """This process's sandbox offering `packages` from `site` (one warm zygote per process and package set,
+    started on first use). None: the default set (numpy, sympy), those of them `site` has; its sandbox is keyed by
+    the pid alone."""
+    key = os.getpid() if (packages, site) == (None, None) else (os.getpid(), packages, site)
     with _LOCK:
-        sb = _SANDBOXES.get(os.getpid())
+        sb = _SANDBOXES.get(key)
         if sb is None:
-            sb = _SANDBOXES[os.getpid()] = Sandbox()
+            sb = _SANDBOXES[key] = Sandbox(packages=installed_defaults(site) if packages is None else packages,
+                                           site=site)
         return sb
 
 
@@ -87,18 +96,45 @@ def normalise_stdout(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
 
 
-def same_value(got: Any, want: Any, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
-    """Plain-data equality as JSON sees it (tuples are lists), bool distinct from int, floats optionally close."""
+def same_stdout(got: str, want: str, tolerant: bool = False, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
+    """Exact: equal once trailing whitespace of each line and trailing blank lines are gone. Tolerant (a
+    competitive-programming judge's comparison): lines stripped at both ends, blank lines dropped, and each
+    whitespace-separated token equal as text or as a decimal ("1.50" = "1.5"), within rel_tol/abs_tol if given."""
+    if not tolerant:
+        return normalise_stdout(got) == normalise_stdout(want)
+    g = [line.split() for line in got.splitlines() if line.strip()]
+    w = [line.split() for line in want.splitlines() if line.strip()]
+    return len(g) == len(w) and all(len(a) == len(b) and all(_same_token(x, y, rel_tol, abs_tol) for x, y in zip(a, b))
+                                    for a, b in zip(g, w))
+
+
+def _same_token(got: str, want: str, rel_tol: float, abs_tol: float) -> bool:
+    if got == want:
+        return True
+    try:
+        a, b = decimal.Decimal(got), decimal.Decimal(want)
+    except decimal.InvalidOperation:
+        return False
+    if not (a.is_finite() and b.is_finite()):
+        return False
+    return a == b or bool((rel_tol or abs_tol) and math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=abs_tol))
+
+
+def same_value(got: Any, want: Any, rel_tol: float = 0.0, abs_tol: float = 0.0, tolerant: bool = False) -> bool:
+    """Plain-data equality as JSON sees it (tuples are lists), bool distinct from int, floats optionally close.
+    Tolerant: strings also equal once stripped (numbers already compare by value: 2 = 2.0, never True = 1)."""
     if isinstance(got, bool) or isinstance(want, bool):
         return type(got) is type(want) and got == want
     if isinstance(got, (int, float)) and isinstance(want, (int, float)):
         if (rel_tol or abs_tol) and (isinstance(got, float) or isinstance(want, float)):
             return math.isclose(got, want, rel_tol=rel_tol, abs_tol=abs_tol)
-        return got == want
+        return got == want  # 2 = 2.0, as JSON readers see them
+    if tolerant and isinstance(got, str) and isinstance(want, str):
+        return got.strip() == want.strip()
     if isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)):
-        return len(got) == len(want) and all(same_value(g, w, rel_tol, abs_tol) for g, w in zip(got, want))
+        return len(got) == len(want) and all(same_value(g, w, rel_tol, abs_tol, tolerant) for g, w in zip(got, want))
     if isinstance(got, dict) and isinstance(want, dict):
-        return got.keys() == want.keys() and all(same_value(got[k], want[k], rel_tol, abs_tol) for k in got)
+        return got.keys() == want.keys() and all(same_value(got[k], want[k], rel_tol, abs_tol, tolerant) for k in got)
     return type(got) is type(want) and got == want
 
 
@@ -157,7 +193,7 @@ def _run_stdio(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tall
             tally.add_run(r)
             if not r.ok:
                 tally.record(False, f"case {i}: {r.describe()}")
-            elif normalise_stdout(r.stdout) != normalise_stdout(expected):
+            elif not same_stdout(r.stdout, expected, tests.compare == "tolerant", tests.rel_tol, tests.abs_tol):
                 tally.record(False, f"case {i}: wrong output {r.stdout[:60]!r}")
             else:
                 tally.record(True)
@@ -242,30 +278,36 @@ class _CountingResult(unittest.TestResult):
         self.successes += 1
 
 
+def _run_calls(session, tests: Tests, tally: Tally) -> None:
+    """call / method: each case one call into the loaded program (`Class.method` builds a fresh instance per case),
+    its plain-data result compared here."""
+    for i, (args, kwargs, expected) in enumerate(tests.cases):
+        try:
+            res = session.call(tests.entry_point, *args, **kwargs)
+        except RunEnded as e:
+            tally.record(False, f"case {i}: {e}")
+            continue
+        if not res.ok:
+            tally.record(False, f"case {i}: {res.error}")
+        elif not same_value(res.value, expected, tests.rel_tol, tests.abs_tol, tests.compare == "tolerant"):
+            tally.record(False, f"case {i}: returned {str(res.value)[:60]}")
+        else:
+            tally.record(True)
+
+
 def _run_session(sb: Sandbox, program: str, tests: Tests, lim: Limits, tally: Tally, hosted: bool = True) -> None:
     session = sb.serve(program, lim, hosted=hosted)
     try:
         if not session.loaded:
             why = session.load_error or (session.result.describe() if session.result else "did not load")
-            n = len(tests.cases) if tests.kind == "call" else 1
+            n = len(tests.cases) if tests.kind in ("call", "method") else 1
             for _ in range(n):
                 tally.record(False, f"program did not load: {why}")
             if tests.kind == "unittest":
                 tally.total = max(tally.total, _count_tests(tests.code))
             return
-        if tests.kind == "call":
-            for i, (args, kwargs, expected) in enumerate(tests.cases):
-                try:
-                    res = session.call(tests.entry_point, *args, **kwargs)
-                except RunEnded as e:
-                    tally.record(False, f"case {i}: {e}")
-                    continue
-                if not res.ok:
-                    tally.record(False, f"case {i}: {res.error}")
-                elif not same_value(res.value, expected, tests.rel_tol, tests.abs_tol):
-                    tally.record(False, f"case {i}: returned {str(res.value)[:60]}")
-                else:
-                    tally.record(True)
+        if tests.kind in ("call", "method"):
+            _run_calls(session, tests, tally)
             return
         ns = {"__name__": "tests", "__builtins__": builtins, "unittest": unittest}
         if tests.helpers:  # trusted code given with the problem: its helpers, not the candidate's copies
@@ -348,22 +390,25 @@ def _count_tests(code: str) -> int:
 
 class CodeVerifier(Verifier):
     name = "code"
-    version = "1"
+    version = "2"  # 2: numpy and sympy importable by default (option packages); the method kind; compare
     spec = VerifierSpec(needs=("tests",), output_range=(0.0, 1.0), deterministic=True, default_timeout=60.0,
-                        description="runs the program in the sandbox against stdio/call/assert/unittest tests; "
+                        description="runs the program in the sandbox against stdio/call/method/assert/unittest tests; "
                                     "score = fraction of tests passed")
 
     def time_budget(self, reference: Any, limits: Any = None, hosted: bool = True, **options: Any) -> float | None:
+        # (+ the one-time import of the declared packages when this process's sandbox starts: within the 15 s)
         tests = parse_tests(reference)
         return tests.runs * (Limits.of(limits).wall_s + 2.0) + 15.0
 
     def verify(self, completion: str, reference: Any = None, limits: Any = None, hosted: bool = True,
-               **options: Any) -> Verdict:
+               packages: Any = None, site: str | None = None, **options: Any) -> Verdict:
         if options:
             raise ValueError(f"code verifier: unknown option {next(iter(options))!r}; "
-                             "valid: ['hosted', 'limits', 'timeout']")
+                             "valid: ['hosted', 'limits', 'packages', 'site', 'timeout']")
         if not isinstance(hosted, bool):
             raise ValueError(f"code verifier: option 'hosted' must be True or False, got {hosted!r}")
+        if packages is not None and (isinstance(packages, str) or not isinstance(packages, (list, tuple))):
+            raise ValueError(f"code verifier: option 'packages' must be a list of distribution names, got {packages!r}")
         lim = Limits.of(limits)
         try:
             tests = parse_tests(reference)
@@ -374,12 +419,14 @@ class CodeVerifier(Verifier):
         program = extract_program(completion)
         if not program.strip():
             return Verdict.unparseable(detail="no Python program in the completion")
+        if tests.prelude:  # the judge's imports (method tests), before the program as LeetCode runs it
+            program = tests.prelude.rstrip("\n") + "\n" + program
         tally = Tally()
         try:
             if tests.kind == "stdio":
-                _run_stdio(sandbox(), program, tests, lim, tally)
+                _run_stdio(sandbox(None if packages is None else tuple(packages), site), program, tests, lim, tally)
             else:
-                _run_session(sandbox(), program, tests, lim, tally, hosted)
+                _run_session(sandbox(None if packages is None else tuple(packages), site), program, tests, lim, tally, hosted)
         except SandboxError as e:
             return Verdict.masked_as(Status.ERROR, f"sandbox failure: {e}")
         except TestSpecError as e:  # the dataset's trusted helper code failed: not the candidate's doing

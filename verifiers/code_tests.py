@@ -1,12 +1,24 @@
-"""The four kinds of code tests the `code` verifier accepts, parsed from plain dicts.
+"""The five kinds of code tests the `code` verifier accepts, parsed from plain dicts.
 
     {"kind": "stdio",    "cases": [{"stdin": "1 2\\n", "expected_stdout": "3\\n"}, ...]}
     {"kind": "call",     "entry_point": "add", "cases": [{"args": [1, 2], "expected": 3}, ...]}
                          (a case may also give "kwargs": {...})
+    {"kind": "method",   "class": "Solution", "method": "twoSum", "cases": [...]}
+                         a method of a fresh instance per case (LeetCode's `class Solution`); class and method may
+                         instead be read from "starter" (the starter code shown to the model); a case is
+                         {"args", "kwargs", "expected"} as for call, or the text forms public sets store:
+                         {"input": "nums = [2,7,11,15], target = 9", "output": "[0,1]"} (keyword arguments) or
+                         {"input": "[2,7,11,15]\\n9", "output": "[0, 1]"} (one JSON or Python literal per line);
+                         "prelude" is code run before the program, in the sandbox (default: the imports LeetCode's
+                         judge makes, `from typing import *` and the like; a dataset's own imports go here)
     {"kind": "assert",   "entry_point": "add", "code": "def check(candidate):\\n    assert candidate(1, 2) == 3"}
     {"kind": "unittest", "code": "class T(unittest.TestCase):\\n    def test_add(self): self.assertEqual(add(1, 2), 3)"}
 
-Optional on any kind: "rel_tol"/"abs_tol" (float comparison for `call`, default exact);
+Optional on any kind: "rel_tol"/"abs_tol" (float comparison for `call`/`method`, default exact);
+"compare": "exact" (default) or "tolerant", the comparison competitive-programming judges use: stdout lines
+stripped at both ends, blank lines dropped, tokens equal as text or as decimals ("1.50" = "1.5", "2" = "2.0",
+within rel_tol/abs_tol when given); returned numbers equal by value whatever their type (2 = 2.0, never True = 1)
+and strings equal stripped;
 "helpers": trusted code given with the problem (helper functions the tests call, such as
 HumanEval's `poly`), run on the verifier's side before the tests, never taken from the candidate;
 "names": further names of the candidate the tests may read (besides the entry point and the names
@@ -22,18 +34,31 @@ Public formats as they come:
                expected value (APPS wraps most of them in a one-item list: that list is unwrapped)
     CodeContests {"public_tests": {"input": [...], "output": [...]}, "private_tests": ..., "generated_tests": ...}
                -> stdio over every case given
+    LeetCode   {"entry_point": "Solution().twoSum", "input_output": [{"input": "nums = [...], target = 9",
+               "output": "[0,1]"}, ...], "prompt": "<the imports>"}  (LeetCodeDataset's columns)
+               -> method, with the prompt's imports as the prelude
+    LiveCodeBench {"starter_code": "class Solution: ...", "public_test_cases": [{"input": "[2,7]\\n9", "output":
+               "[0, 1]", "testtype": "functional"}, ...] (or that as a JSON string), "metadata": {"func_name": ...}}
+               -> method (functional cases; the class and method from the starter code) or stdio (stdin cases)
 A JSON string holding one of these dicts is accepted too. `parse_tests` raises `TestSpecError`
 naming the field and the value when a spec is malformed.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("stdio", "call", "assert", "unittest")
+KINDS = ("stdio", "call", "method", "assert", "unittest")
+COMPARES = ("exact", "tolerant")
+# what LeetCode's judge has imported before a solution runs (its solutions use List, Counter, heappush, inf unimported)
+LEETCODE_PRELUDE = ("from typing import *\nfrom collections import *\nfrom functools import *\n"
+                    "from itertools import *\nfrom heapq import *\nfrom bisect import *\nimport math\n"
+                    "inf = float('inf')\n")
 
 
 class TestSpecError(ValueError):
@@ -47,14 +72,16 @@ class Tests:
     __test__ = False
 
     kind: str
-    cases: tuple = ()            # stdio: (stdin, expected_stdout); call: (args, kwargs, expected)
-    entry_point: str | None = None
+    cases: tuple = ()            # stdio: (stdin, expected_stdout); call, method: (args, kwargs, expected)
+    entry_point: str | None = None  # call: the function; method: "Class.method"
     code: str | None = None
     rel_tol: float = 0.0
     abs_tol: float = 0.0
     extra: dict = field(default_factory=dict)
     helpers: str | None = None   # trusted code run in the tests' namespace first (never the candidate's)
     names: tuple = ()            # further candidate names the tests may read
+    compare: str = "exact"       # or "tolerant" (see the module docstring)
+    prelude: str = ""            # method: code run before the program, in the sandbox
 
     @property
     def runs(self) -> int:
@@ -84,7 +111,13 @@ def _tol(d: dict, key: str) -> float:
 
 
 def _public_format(spec: dict) -> dict:
-    """A HumanEval, MBPP, APPS or CodeContests row as one of our four kinds (see the module docstring)."""
+    """A HumanEval, MBPP, APPS, CodeContests, LeetCode or LiveCodeBench row as one of our kinds (module docstring)."""
+    leetcode = _LEETCODE_ENTRY.match(str(spec.get("entry_point", "")))
+    if leetcode and isinstance(spec.get("input_output"), list):  # LeetCodeDataset
+        return {"kind": "method", "class": leetcode.group(1), "method": leetcode.group(2),
+                "cases": spec["input_output"], "prelude": spec.get("prompt") or LEETCODE_PRELUDE}
+    if "public_test_cases" in spec:  # LiveCodeBench
+        return _livecodebench(spec)
     if "test" in spec and "entry_point" in spec:  # HumanEval
         return {"kind": "assert", "code": spec["test"], "entry_point": spec["entry_point"],
                 **({"helpers": spec["prompt"]} if spec.get("prompt") else {})}
@@ -126,6 +159,80 @@ def _public_format(spec: dict) -> dict:
         return {"kind": "stdio", "cases": cases}
     raise TestSpecError(f"tests: no 'kind' and not a known public format (HumanEval, MBPP, APPS, CodeContests); "
                         f"keys: {sorted(spec)[:8]}")
+
+
+_LEETCODE_ENTRY = re.compile(r"^\s*(\w+)\(\)\.(\w+)\s*$")  # "Solution().twoSum"
+
+
+def _json_field(spec: dict, key: str, default: Any) -> Any:
+    v = spec.get(key, default)
+    if isinstance(v, str) and v.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(v)
+        except ValueError:
+            raise TestSpecError(f"tests.{key} must be JSON, got {v[:80]!r}") from None
+    return v
+
+
+def _livecodebench(spec: dict) -> dict:
+    """A LiveCodeBench row: functional cases -> method (class and method from the starter code, the method name
+    from metadata.func_name when given), stdin cases -> stdio. Its private cases come compressed: decode them
+    into `public_test_cases` (or a list of your own) before they reach here."""
+    cases = _json_field(spec, "public_test_cases", [])
+    if not isinstance(cases, list) or not cases or not all(isinstance(c, dict) for c in cases):
+        raise TestSpecError(f"tests.public_test_cases must be a non-empty list of cases, got {str(cases)[:80]!r}")
+    if all(c.get("testtype") == "stdin" for c in cases):
+        return {"kind": "stdio", "cases": [{"stdin": _text(c.get("input", "")), "expected_stdout": _text(
+            c.get("output", ""))} for c in cases]}
+    meta = _json_field(spec, "metadata", {}) or {}
+    method = {"method": meta["func_name"]} if isinstance(meta, dict) and meta.get("func_name") else {}
+    return {"kind": "method", "starter": spec.get("starter_code") or "", **method,
+            "cases": [{"input": c.get("input", ""), "output": c.get("output", "")} for c in cases]}
+
+
+def _literal(text: str, where: str) -> Any:
+    """A value written as a Python literal ("[1, None]") or a JSON one ("[1, null]", "true")."""
+    t = text.strip()
+    try:
+        return ast.literal_eval(t)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(t)
+    except ValueError:
+        raise TestSpecError(f"{where} is neither a Python nor a JSON literal: {t[:80]!r}") from None
+
+
+def _arguments(text: str, where: str) -> tuple[list, dict]:
+    """A case's input as public sets store it: "nums = [2,7], target = 9" (keyword arguments), "[2,7], 9"
+    (positional ones), or "[2,7]\\n9" (one literal per line, LiveCodeBench's form)."""
+    t = text.strip()
+    try:
+        call = ast.parse(f"f({t})", mode="eval").body
+    except SyntaxError:
+        call = None
+    if isinstance(call, ast.Call) and all(k.arg for k in call.keywords):
+        src = f"f({t})"
+        args = [_literal(ast.get_source_segment(src, a) or "", f"{where}.input") for a in call.args]
+        kwargs = {k.arg: _literal(ast.get_source_segment(src, k.value) or "", f"{where}.input") for k in call.keywords}
+        return args, kwargs
+    return [_literal(line, f"{where}.input") for line in t.splitlines() if line.strip()], {}
+
+
+def _method_entry(spec: dict) -> str:
+    """"Class.method" from the spec's class/method, else from its starter code (the first class and its first
+    public method)."""
+    starter = spec.get("starter") or ""
+    if not isinstance(starter, str):
+        raise TestSpecError(f"tests.starter must be a string, got {starter!r:.80}")
+    found_cls = re.search(r"^class\s+(\w+)", starter, re.M)
+    found_method = re.search(r"^\s+def\s+([A-Za-z]\w*)\s*\(\s*self", starter, re.M)
+    cls = spec.get("class") or (found_cls.group(1) if found_cls else "Solution")
+    method = spec.get("method") or (found_method.group(1) if found_method else None)
+    for key, v in (("class", cls), ("method", method)):
+        if not isinstance(v, str) or not v.isidentifier():
+            raise TestSpecError(f"tests.{key} must be a Python identifier (or readable from tests.starter), got {v!r:.80}")
+    return f"{cls}.{method}"
 
 
 def _text(x: Any) -> str:
@@ -177,8 +284,11 @@ def parse_tests(spec: Any) -> Tests:
     kind = spec.get("kind")
     if kind not in KINDS:
         raise TestSpecError(f"tests.kind must be one of {list(KINDS)}, got {kind!r}")
-    tol = {"rel_tol": _tol(spec, "rel_tol"), "abs_tol": _tol(spec, "abs_tol"), **_trusted(spec)}
-    if kind in ("stdio", "call"):
+    compare = spec.get("compare", "exact")
+    if compare not in COMPARES:
+        raise TestSpecError(f"tests.compare must be one of {list(COMPARES)}, got {compare!r:.80}")
+    tol = {"rel_tol": _tol(spec, "rel_tol"), "abs_tol": _tol(spec, "abs_tol"), "compare": compare, **_trusted(spec)}
+    if kind in ("stdio", "call", "method"):
         cases = spec.get("cases")
         if not isinstance(cases, list) or not cases:
             raise TestSpecError(f"tests.cases must be a non-empty list, got {cases!r:.80}")
@@ -192,6 +302,11 @@ def parse_tests(spec: Any) -> Tests:
                 if not isinstance(stdin, str):
                     raise TestSpecError(f"{where}.stdin must be a string, got {stdin!r:.80}")
                 parsed.append((stdin, _need_str(case, "expected_stdout", where)))
+            elif kind == "method" and "input" in case:
+                if not isinstance(case["input"], str) or not isinstance(case.get("output"), str):
+                    raise TestSpecError(f"{where}: 'input' and 'output' must be strings, got {case!r:.80}")
+                args, kwargs = _arguments(case["input"], where)
+                parsed.append((args, kwargs, _literal(case["output"], f"{where}.output")))
             else:
                 args, kwargs = case.get("args", []), case.get("kwargs", {})
                 if not isinstance(args, list):
@@ -201,6 +316,11 @@ def parse_tests(spec: Any) -> Tests:
                 if "expected" not in case:
                     raise TestSpecError(f"{where} has no 'expected' value")
                 parsed.append((args, kwargs, case["expected"]))
+        if kind == "method":
+            prelude = spec.get("prelude", LEETCODE_PRELUDE)
+            if not isinstance(prelude, str):
+                raise TestSpecError(f"tests.prelude must be a string, got {prelude!r:.80}")
+            return Tests(kind, tuple(parsed), _method_entry(spec), None, prelude=prelude, **tol)
         entry = _identifier(spec, "entry_point") if kind == "call" else None
         return Tests(kind, tuple(parsed), entry, None, **tol)
     code = _need_str(spec, "code", "tests")

@@ -45,7 +45,8 @@ _PHRASE = re.compile(
     re.I)
 _NOISE = re.compile(r"<\|[^|>]{1,40}\|>(?:(?!<\|).)*$|\s*I hope it is correct\.?", re.S | re.I)
 _MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\\((.+?)\\\)|\[([^\[\]\n]{1,200})\]", re.S)
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+# a number: a repeating decimal first (0.(3), 0.333...: math_parse reads both), then plain ones and a/b
+_NUMBER = re.compile(r"-?\d+\.\d*\(\d+\)|-?\d+\.\d+(?:\.\.\.|…)|-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 _CALC = re.compile(r"<<[^<>\n]{0,200}>>")
 _HASHES = re.compile(r"####\s*([^\n]+)")
 _A_LINE = re.compile(r"(?:^|\n)[ \t]*(?:\*\*)?A(?:\*\*)?[ \t]*:[ \t]*([^\n]+)")
@@ -86,15 +87,41 @@ def boxed_answers(s: str, last: int = 20) -> list[str]:
     return out
 
 
+# a box that holds a blank to fill, not an answer: nothing, \phantom{..}, \quad, ?, \square, underscores
+_PLACEHOLDER = re.compile(r"(?:\\(?:h|v)?phantom\{[^{}]*\}|\\q?quad|\\[,;:! ]|\\hspace\{[^{}]*\}|\\square|\\Box|"
+                          r"\\blacksquare|\\_|_|\?|~|\\underline\{\s*\}|\\text\{\s*\}|\s)*")
+
+
+def is_placeholder(box: str) -> bool:
+    """A box's content that is a blank to fill (a problem's `\\boxed{\\phantom{2}}`, `\\boxed{}`, `\\boxed{?}`)."""
+    return bool(_PLACEHOLDER.fullmatch(box))
+
+
 def distinct_boxes(s: str) -> list[str]:
-    """The boxed answers of s, duplicates (up to whitespace) removed, in order."""
+    """The boxed answers of s, duplicates (up to whitespace) and placeholders (a blank to fill, as a problem
+    writes one) removed, in order."""
     seen, out = set(), []
     for b in boxed_answers(s):
         k = _norm_ws(b)
-        if b and k not in seen:
+        if b and k not in seen and not is_placeholder(b):
             seen.add(k)
             out.append(b)
     return out
+
+
+def unbox_restated(output: str, prompt: str) -> str:
+    """The output with each box that restates a box of the prompt (`\\boxed{x+1}` copied from the question) opened
+    into its content: a question's box is not the model's answer."""
+    asked = {_norm_ws(b) for b in boxed_answers(prompt) if not is_placeholder(b)}
+    if not asked:
+        return output
+    out, last = [], 0
+    for m in _BOX.finditer(output):
+        got = braced(output, m.end() - 1)
+        if got is not None and _norm_ws(got[0]) in asked:
+            out.append(output[last:m.start()] + f"({got[0]})")
+            last = got[1]
+    return "".join(out) + output[last:]
 
 
 def _norm_ws(s: str) -> str:
@@ -155,6 +182,12 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     bold = [b.strip() for b in _BOLD.findall(tail) if _BOLD_ANSWER.fullmatch(b.strip()) or "\\" in b]
     if bold:
         return _clean_tail(bold[-1]), "bold"
+    sentence = closing_statement(s)
+    if sentence and looks_like_prose(sentence) and _REJECTS.search(_span_text(sentence)):
+        return None, "closing statement rejects a candidate"  # "So x = 14 and y = 15 is not a solution."
+    predicate = _PREDICATE.search(sentence) if sentence else None
+    if predicate and looks_like_prose(_span_text(sentence)):  # "the degree of \((...)\) is 15.": the predicate
+        return predicate.group(1), "closing statement"
     spans = _math_spans(s)
     last = _span_content(spans[-1]).strip().rstrip(".,;").strip() if spans else None  # a closing full stop, not "!"
     worded = spans and (s[:spans[0].start()].strip() or re.search(r"[A-Za-z]{2}", _MATH_SPANS.sub(" ", s)))
@@ -172,6 +205,9 @@ _REJECTS = re.compile(r"\b(?:not|no|never|cannot|neither|nor|fails?|isn't|aren't
 _CURRENCY = re.compile(r"(?<![\w$])\$\s?(-?\d[\d,]*(?:\.\d+)?)")
 _IS_NUMBER = re.compile(r"\b(?:is|are|was|were|equals)\s+\$?\s?(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*(?:[%°]|[A-Za-z]+)?"
                         r"\s*[.!]?\s*$")
+# "... is 15." / "... is \\(-3\\)." / "... equals $7$.": a number that closes the statement after its verb
+_PREDICATE = re.compile(r"\b(?:is|are|was|were|equals)\s+(?:\$|\\\()?\s*(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*"
+                        r"(?:\$|\\\))?\s*(?:[%°]|[A-Za-z]+)?\s*[.!]?\s*$")
 _CLOSING_EXPRESSION = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:\s*[-+*/×÷]\s*\d+(?:\.\d+)?)+)(?:\s+[A-Za-z]+)?\s*[.!]?\s*$")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
@@ -206,16 +242,58 @@ def closing_answer(s: str) -> tuple[str | None, str]:
     return _NUMBER.findall(sentence.replace("$", " "))[-1].rstrip(","), "last number"  # "= 63, which is" -> 63
 
 
-def _span_content(m: re.Match) -> str:
-    """What a `_MATH_SPANS` match holds between its delimiters (`$...$`, `\\[...\\]`, `[...]`, ...)."""
+def _span_content(m) -> str:
+    """What a `_MATH_SPANS` match (or a `Span`) holds between its delimiters (`$...$`, `\\[...\\]`, `[...]`)."""
+    if isinstance(m, Span):
+        return m.content
     return next(g for g in m.groups() if g is not None)
 
 
+def _span_text(sentence: str) -> str:
+    """A sentence with its math spans' delimiters taken out (their content kept): what its words say."""
+    return re.sub(r"\$|\\[()\[\]]", " ", sentence)
+
+
+class Span:
+    """A math span found by `_math_spans`: where it is and what it holds (the interface of a match it needs)."""
+
+    def __init__(self, start: int, end: int, content: str) -> None:
+        self._start, self._end, self.content = start, end, content
+
+    def start(self) -> int:
+        return self._start
+
+    def end(self) -> int:
+        return self._end
+
+
+_OPERATOR_EDGE = re.compile(r"^\s*[-+*/=×÷]|[-+*/=×÷]\s*$")
+
+
+def _dollar_ok(content: str) -> bool:
+    """Whether the text between two `$` is maths and not what lies between two amounts of money: not empty, on one
+    line, not prose ("$2 per egg ... makes $"), not cut at an operator ("$32 - $24": `32 - `)."""
+    return bool(content.strip()) and "\n" not in content and ("\\" in content or not looks_like_prose(content)) \
+        and not _OPERATOR_EDGE.search(content)
+
+
 def _math_spans(s: str) -> list:
-    """Math spans, leaving out `$...$` pairs that are two amounts of money in prose (their content reads
-    as a sentence): "sells them for $2 per egg ... makes $18" holds no maths."""
-    return [m for m in _MATH_SPANS.finditer(s)
-            if m.group(2) is None or "\\" in m.group(2) or not looks_like_prose(m.group(2))]
+    """Math spans: `$$...$$`, `\\[...\\]`, `\\(...\\)`, `[...]`, and `$...$` pairs where the text between reads as
+    maths. A `$` that opens something else is an amount of money: the next `$` is tried as the opening one
+    ("$32 - $24 = $8 ... has $8 left" holds no maths; "$5 + 3 = 8$" is one span)."""
+    spans = [m for m in _MATH_SPANS.finditer(s) if m.group(2) is None]
+    taken = [(m.start(), m.end()) for m in spans]
+    dollars = [m.start() for m in re.finditer(r"(?<![\\$])\$(?!\$)", s)
+               if not any(a <= m.start() < b for a, b in taken)]
+    i = 0
+    while i + 1 < len(dollars):
+        a, b = dollars[i], dollars[i + 1]
+        if _dollar_ok(s[a + 1:b]):
+            spans.append(Span(a, b + 1, s[a + 1:b]))
+            i += 2
+        else:
+            i += 1  # the opening `$` was money: try the next one
+    return sorted(spans, key=lambda m: m.start())
 
 
 def _marker_answer(text: str) -> str:

@@ -274,12 +274,56 @@ def parse_answer(answer: str) -> Ans:
     return _parse_cached(answer)
 
 
+_REPEATING = re.compile(r"([-+]?)(\d+)\.(\d*)(?:\\overline\s*\{(\d+)\}|\\dot\s*\{?(\d)\}?|\((\d+)\))")
+_ELLIPSIS = re.compile(r"([-+]?)(\d+)\.(\d+)(?:\.\.\.|\\ldots|\\cdots|…)")
+
+
+_REPEATING_ANY = re.compile(r"[-+]?\d+\.\d*(?:\\overline\s*\{\d+\}|\(\d+\))|[-+]?\d+\.\d+(?:\.\.\.|\\ldots|…)")
+
+
+def repeating_decimal(s: str):
+    """The rational a repeating decimal writes, or None: `0.\\overline{3}`, `0.1\\overline{6}`, `0.(3)`, and
+    `0.333...` / `0.1666...` / `0.142857142857...` (a trailing ellipsis after a block written at least twice, a
+    single digit at least three times)."""
+    import sympy as sp
+
+    t = s.strip().replace(" ", "")
+    m = _REPEATING.fullmatch(t)
+    if m:
+        sign, whole, fixed, rep = m.group(1), m.group(2), m.group(3), m.group(4) or m.group(5) or m.group(6)
+    else:
+        m = _ELLIPSIS.fullmatch(t)
+        if not m:
+            return None
+        sign, whole, digits = m.groups()
+        for p in range(1, len(digits) // 2 + 1):
+            block, times = digits[-p:], 3 if p == 1 else 2
+            if len(digits) >= p * times and digits.endswith(block * times):
+                head = digits[:len(digits) - p * times]
+                while head.endswith(block):
+                    head = head[:-p]
+                fixed, rep = head, block
+                break
+        else:
+            return None
+    # whole.fixed(rep): (whole.fixed rep - whole.fixed) / (10^|fixed| (10^|rep| - 1)) ... written as one fraction
+    v = sp.Integer(int(whole)) + (sp.Rational(int(fixed), 10 ** len(fixed)) if fixed else 0) + \
+        sp.Rational(int(rep), (10 ** len(rep) - 1) * 10 ** len(fixed))
+    return -v if sign == "-" else v
+
+
 def _parse_answer(answer: str) -> Ans:
     import sympy as sp
 
     raw = answer
     s = answer.strip()
     s = re.sub(r"^\\\[|\\\]$|^\$+|\$+$|^\\\(|\\\)$", "", s).strip()
+    s = re.sub(r"^\\(?=\d)", "", s)  # "\\15": an escaped dollar whose sign was lost (\\$15)
+    rep = repeating_decimal(s)
+    if rep is not None:
+        return _expr(rep, raw)
+    # a repeating decimal inside a larger answer ("x = 0.\\overline{123}"): written as its fraction
+    s = _REPEATING_ANY.sub(lambda m: f"({repeating_decimal(m.group(0)) or m.group(0)})", s)
     s = re.sub(r"^(?:\\\$|\$(?=\s*[\d.][\d,.]*\s*$))\s*", "", s)  # currency: \$1,500 or $10.5
     if re.search(r"\\\\[A-Za-z]", s) and not re.search(r"(?<!\\)\\[A-Za-z]", s):
         s = s.replace("\\\\", "\\")  # over-escaped LaTeX: every backslash doubled

@@ -32,7 +32,8 @@ from reasoning_rl.types import Status, Verdict
 from .base import Verifier, VerifierSpec
 from .math_equiv import equivalent
 from .math_extract import (STATED_PATHS, _NUMBER, MAX_ANSWER_CHARS, TAIL_CHARS, closing_statement, distinct_boxes,
-                           extract_answer, extract_choice, is_hedge, looks_like_prose, restates_expression)
+                           extract_answer, extract_choice, is_hedge, looks_like_prose, restates_expression,
+                           unbox_restated)
 from .math_parse import ParseFailure, parse_answer
 
 _GOLD_NEEDS_EXTRACTION = re.compile(r"\\boxed|\\fbox|answer\s*(?:is|:)|<answer>", re.I)
@@ -103,8 +104,10 @@ def _squash(s: str) -> str:
 
 class MathVerifier(Verifier):
     name = "math"
-    version = "3"  # 3: a prompt under four characters or a bare number is no longer taken out as an echo; any
-    # expression the prompt holds is a restatement; a truncated completion (option `truncated`) has no fallback
+    version = "4"  # 3: a prompt under four characters or a bare number is no longer taken out as an echo; any
+    # expression the prompt holds is a restatement; a truncated completion (option `truncated`) has no fallback.
+    # 4: placeholder and restated boxes are no answers; a closing statement's predicate; currency is not a span
+    # delimiter; repeating decimals; a final answer form beats an earlier unreadable span
     reads_prompt = True
     reads_truncation = True
     spec = VerifierSpec(needs=("reference",), output_range=(0.0, 1.0), deterministic=True, default_timeout=5.0,
@@ -139,6 +142,8 @@ class MathVerifier(Verifier):
         prompt = options.get("prompt")
         if _echoable(prompt) and str(prompt).strip() in output:
             output = output.replace(str(prompt).strip(), " ")  # an echo of the prompt is not an answer
+        if prompt:
+            output = unbox_restated(output, str(prompt))  # a box the question holds, copied, is not an answer
         if gold.kind == "choice":
             letter, how = extract_choice(output)
             if letter is None:

@@ -395,7 +395,7 @@ def _exiting(argv) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Exit status: its own (0 when it succeeded), 2 for a user error (one line naming the field
     and the value), 130 when interrupted (one line: where a training run stopped and how to continue it)."""
-    from ..trainers.interrupts import Interrupted
+    from ..interrupts import Interrupted
 
     args = build_parser().parse_args(argv)
     command = " ".join(x for x in (args.command, getattr(args, "algorithm", None),

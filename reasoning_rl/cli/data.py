@@ -166,7 +166,7 @@ def cmd_eval(args) -> int:
     from ..eval.sampled import PROGRESS, EvalLog, run_eval
     from ..models.load import load_policy
     from ..rollout import SamplingConfig
-    from ..trainers.interrupts import stop_requests
+    from ..interrupts import stop_requests
     from .args import claim_output_dir
 
     cfg = load_config(args)

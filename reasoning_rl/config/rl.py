@@ -111,6 +111,11 @@ class RLConfig:
                                         "together; an episode reaching it is truncated (finish 'length') and ends",
                                    min=1)
     tool_wall_s: float = knob(5.0, "with environment python: wall and CPU seconds of each tool call", min=0.1)
+    tool_packages: tuple[str, ...] = knob(("default",), "with environment python: third-party packages the code may "
+                                                       "import, read-only (and what they require); 'default' = numpy "
+                                                       "and sympy, those tool_site has; empty = none")
+    tool_site: str = knob("", "with environment python: the environment tool_packages come from (a virtual environment "
+                              "or site-packages folder); empty = the one running reasoning-rl")
     tool_format: Literal["text", "chat"] = knob(
         "text", "with environment: how an observation joins the episode. text: appended to the model's turn as it "
                 "is (any model); chat: the model ends its turn, the observation comes as the chat template's tool "

@@ -43,7 +43,8 @@ class TaskConfig:
     """Where rows come from, how a row becomes a prompt, its reference and its reward (reasoning_rl/task/task.py)."""
     source: str = knob("", "empty = the embedded procedural tasks (tasks.kind); else a JSONL / JSON / Parquet / CSV "
                            "file, a datasets.save_to_disk folder, or a Hub dataset name (datasets.load_dataset)")
-    preset: Literal["", "gsm8k", "math", "humaneval", "mbpp", "apps", "codecontests", "verl", "trl"] = knob(
+    preset: Literal["", "gsm8k", "math", "humaneval", "mbpp", "apps", "codecontests", "leetcode", "livecodebench",
+                    "verl", "trl"] = knob(
         "", "column names, reference extractor and outcome verifier of a public format (task/presets.py); the "
             "column knobs below override a preset's")
     hub_config: str = knob("", "a Hub dataset's configuration name (datasets.load_dataset's second argument)")

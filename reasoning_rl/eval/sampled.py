@@ -167,7 +167,7 @@ def _running(groups: list[Group], outcome: str, truncated: str) -> str:
 
 
 def _stopped(signal: str, groups: list[Group], rows: list[dict], task, truncated: str, log: EvalLog | None):
-    from ..trainers.interrupts import Interrupted
+    from ..interrupts import Interrupted
 
     prompts = len({g.prompt_id.removesuffix("#greedy") for g in groups})
     where = f"; samples and verdicts in {log.archive}" if log is not None else ""

@@ -155,20 +155,26 @@ class PythonTool(Environment):
     """A stateful Python interpreter per episode on the sandbox (see the module docstring).
 
     limits: per call (sandboxes.Limits fields: wall_s, cpu_s, memory_mb, ...); output_chars: the observation's cap,
-    past which it ends with a visible marker."""
+    past which it ends with a visible marker; packages: third-party packages the code may import, read-only, from
+    `site` (None: numpy and sympy, those this environment has; sandboxes/packages.py)."""
     name = "python"
 
-    def __init__(self, limits: dict | None = None, output_chars: int = 1000, workers: int = 2) -> None:
+    def __init__(self, limits: dict | None = None, output_chars: int = 1000, workers: int = 2,
+                 packages: Sequence[str] | None = None, site: str | None = None) -> None:
         from sandboxes import Limits
+        from sandboxes.packages import installed_defaults
 
         self.limits = Limits.of({"wall_s": 5.0, "cpu_s": 5.0, "memory_mb": 256, "output_bytes": 1 << 16,
                                  **(limits or {})})
         self.output_chars, self.workers = output_chars, workers
+        self.packages = tuple(installed_defaults(site) if packages is None else packages)
+        self.site = site
         self._pool = None
 
     @classmethod
     def from_config(cls, rl) -> "PythonTool":
-        return cls({"wall_s": rl.tool_wall_s, "cpu_s": rl.tool_wall_s})
+        return cls({"wall_s": rl.tool_wall_s, "cpu_s": rl.tool_wall_s},
+                   packages=None if rl.tool_packages == ("default",) else rl.tool_packages, site=rl.tool_site or None)
 
     def start(self, row: dict) -> _Episode:
         key = str(row.get("prompt_id", row.get("prompt", ""))).encode()
@@ -261,7 +267,7 @@ class PythonTool(Environment):
         if self._pool is None:
             from sandboxes import SandboxPool
 
-            self._pool = SandboxPool(self.workers, self.limits)
+            self._pool = SandboxPool(self.workers, self.limits, packages=self.packages, site=self.site)
         return self._pool
 
     def shutdown(self) -> None:

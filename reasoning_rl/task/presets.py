@@ -12,6 +12,8 @@ the outcome. Every field can be overridden by the `tasks.*` knob of the same nam
     mbpp          text (+ first test) / {test_list, test_setup_code, test_imports}   code, completion
     apps          question / {input_output}                    code,  completion (stdio or fn_name calls)
     codecontests  description / {public,private,generated_tests}   code, completion (stdio)
+    leetcode      query / {entry_point, input_output, prompt}  code,  completion (a method of class Solution)
+    livecodebench question_content + starter_code / {starter_code, public_test_cases, metadata}   code, completion
     verl          prompt (messages) / reward_model.ground_truth, outcome per row from data_source
     trl           prompt (string or messages) / answer          math,  completion
 
@@ -52,6 +54,11 @@ PRESETS: dict[str, Preset] = {
     "codecontests": Preset(prompt_col="description", reference_cols=("public_tests", "private_tests",
                                                                      "generated_tests"), id_col="name",
                            outcome="code"),
+    "leetcode": Preset(prompt_col="query", reference_cols=("entry_point", "input_output", "prompt"), id_col="task_id",
+                       target_col="completion", outcome="code"),
+    "livecodebench": Preset(prompt_col="question_content", reference_cols=("starter_code", "public_test_cases",
+                                                                           "metadata"), id_col="question_id",
+                            template="{question_content}\n\n{starter_code}", outcome="code"),
     "verl": Preset(prompt_col="prompt", reference=(("reward_model.ground_truth", "none"),),
                    id_col="extra_info.index", outcome_col="data_source"),
     "trl": Preset(prompt_col="prompt", reference=(("answer", "none"),)),

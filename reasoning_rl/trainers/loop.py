@@ -79,7 +79,7 @@ from ..task.task import Task
 from . import checkpoint
 from .algorithm import Algorithm, Learner, Net, adamw
 from .distributed import NullWriter, Ranks
-from .interrupts import Interrupted, stop_requests
+from ..interrupts import Interrupted, stop_requests
 from .log_lines import Slowdown, log_line, warn_if_idle
 from .metrics import MetricsWriter
 from .monitors import Monitors

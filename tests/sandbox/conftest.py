@@ -20,6 +20,7 @@ import subprocess
 import pytest
 
 from sandboxes import Sandbox
+from sandboxes.packages import DEFAULT as DEFAULT_PACKAGES
 from sandboxes._cgroup import GROUP, remove_dir
 
 NET = "rrl-test-net-%d" % os.getpid()
@@ -83,7 +84,9 @@ def _remove_net(sb, nets: dict) -> None:
 
 @pytest.fixture(scope="session")
 def net_sandbox():
-    sb, nets = _start_in_net("full")
+    """The full level, with the packages the code verifier offers by default (so every containment test runs with
+    numpy and sympy in the root)."""
+    sb, nets = _start_in_net("full", packages=DEFAULT_PACKAGES)
     yield sb
     _remove_net(sb, nets)
 
@@ -98,7 +101,7 @@ def rootless_sandbox():
                            extra_groups=[], capture_output=True, timeout=60)
     if reach.returncode:
         pytest.skip(f"the checkout is not readable by uid {RUN_AS}: {reach.stderr.decode()[-200:]}")
-    sb, nets = _start_in_net("rootless", python=SYSTEM_PYTHON, user=RUN_AS)
+    sb, nets = _start_in_net("rootless", python=SYSTEM_PYTHON, user=RUN_AS, packages=DEFAULT_PACKAGES)
     if sb.report["level"] != "rootless":
         _remove_net(sb, nets)
         pytest.skip(f"no rootless level here: {sb.report['problems']}")
