@@ -8,6 +8,8 @@ machines are noisy. One torch thread, as in the tests. Also checks the two agree
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -47,6 +49,10 @@ def main() -> None:
     ap.add_argument("--G", type=int, default=16, help="group size for the GRPO part")
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
     B, T = a.B, a.T

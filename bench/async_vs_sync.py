@@ -51,6 +51,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides for every mode")
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     results: dict[str, list[tuple[float, float]]] = {m: [] for m in a.modes}
     for seed in a.seeds:
         for mode in a.modes:

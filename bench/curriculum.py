@@ -63,6 +63,10 @@ def main() -> None:
     ap.add_argument("--G", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     ps = difficulties(a.prompts, random.Random(a.seed))
     res = {}
     for name in ("uniform", "mixed_band"):

@@ -9,8 +9,8 @@ samples), temperature 1, the same max tokens and end tokens. Tokens are counted 
 sample's end-of-turn token; `generate` keeps computing finished rows until the last one ends, the `hf`
 engine drops them (rollout/decode.py) and runs each prompt once for its n samples.
 
-Four rows: the `hf` engine as a run uses it (`generation.cpu_decode=auto`: on this model, linear weights
-prepacked for oneDNN, one uniform draw per token and the decode attention, rollout/cpu_kernels.py),
+Four rows: the `hf` engine as a run uses it (`generation.cpu_decode=auto`: the combination of prepacked oneDNN
+products, one uniform draw per token and the decode attention measured fastest here, rollout/kernel_choice.py),
 `transformers.generate`, and to
 tell the two gains apart, the `hf` engine on eager kernels (PyTorch's layers, torch.multinomial) and `generate`
 with the same prepacked products.
@@ -32,9 +32,10 @@ vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with o
 batch and sampling in a child process of that environment, on the converted folder of the same model (the same
 dtype, eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
 `--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
-`--ablate` instead runs only the `hf` engine, with rollout/cpu_kernels.py's kernels added one at a time (eager;
-packed products; + the uniform draw; + the decode attention), rounds alternating, and prints each one's best
-tokens/s against eager's of the same run and the tokens it drew.
+`--ablate` instead runs only the `hf` engine, on each of the eight combinations of rollout/cpu_kernels.py's kernels
+forced (eager, packed products, the uniform draw, the decode attention, and their combinations), rounds
+alternating, and prints each one's best tokens/s against eager's of the same run, the tokens it drew, and where
+`auto`'s measured choice (rollout/kernel_choice.py, made before the clock) lands among them.
 Not here: prompts of other lengths.
 """
 from __future__ import annotations
@@ -122,35 +123,40 @@ def matmul_flops(torch, batch: int, hidden: int, dtype, rounds: int = 50) -> tup
 
 
 def ablate(model, tok, prompts: list, a) -> None:
-    """The hf engine with its CPU kernels added one at a time (at bfloat16 without the packed products, which
-    `auto` leaves out there); each row's best rate against eager's."""
-    import torch
+    """The hf engine on each of the eight combinations of its CPU kernels, forced, and on what `auto` chose (measured
+    first, rollout/kernel_choice.py); each row's best rate against eager's, and whether auto's choice is the
+    fastest of the whole rollouts here (within the chooser's margin)."""
+    from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels, kernel_choice
 
-    from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels
+    def name(k) -> str:
+        return "+".join(n for n, on in zip(("packed", "draw", "attention"), k) if on) or "eager"
 
-    K = cpu_kernels.Kernels
-    steps = (("eager kernels", K(False, False, False)), ("packed products", K(True, False, False)),
-             ("+ uniform draw", K(True, True, False)), ("+ decode attention", K(True, True, True)))
-    if model.dtype != torch.float32:
-        steps = steps[:1] + tuple((n, k._replace(pack=False)) for n, k in steps[2:])
+    note = cpu_kernels.auto_choice("auto", model, a.prompts * a.n)
+    print(note or "auto: not measured for this model (under the size floor, or not on a CPU): eager")
+    auto = cpu_kernels.resolve("auto", model, a.prompts * a.n)
+    steps = tuple((name(k), k) for k in kernel_choice.CANDIDATES)
     best, drawn = {}, {}
     resolve = cpu_kernels.resolve
     try:
         for _ in range(a.repeats):
-            for name, kernels in steps:
-                cpu_kernels.resolve = lambda setting, m, k=kernels: k  # what decoding() runs on, for this row
+            for label, kernels in steps:
+                cpu_kernels.resolve = lambda setting, m, rows=16, k=kernels: k  # what decoding() runs on here
                 t = time.perf_counter()
                 groups = HFEngine(model, tok).generate(prompts, a.n, SamplingConfig(
                     temperature=1.0, max_tokens=a.tokens, seed=0))
                 n = sum(len(s.token_ids) for g in groups for s in g.samples)
-                best[name], drawn[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t)), n
+                best[label], drawn[label] = max(best.get(label, 0.0), n / (time.perf_counter() - t)), n
     finally:
         cpu_kernels.resolve = resolve
-    base = best["eager kernels"]
+    base = best["eager"]
     print(f"hf engine, {model.dtype}, {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens, best of "
-          f"{a.repeats} rounds")
-    for name, rate in best.items():
-        print(f"{name:<20} {rate:8.1f} tokens/s  {rate / base:5.2f}x eager  ({drawn[name]} tokens drawn)")
+          f"{a.repeats} rounds, every combination forced")
+    for label, rate in sorted(best.items(), key=lambda kv: -kv[1]):
+        print(f"{label:<24} {rate:8.1f} tokens/s  {rate / base:5.2f}x eager  ({drawn[label]} tokens drawn)"
+              + ("   <- auto's choice" if label == name(auto) else ""))
+    fastest = max(best, key=best.get)
+    print(f"auto chose {name(auto)} at {best[name(auto)] / best[fastest]:.1%} of the fastest forced combination "
+          f"({fastest}); eager would be {base / best[fastest]:.1%}")
 
 
 def main() -> None:
@@ -165,6 +171,9 @@ def main() -> None:
     ap.add_argument("--ablate", action="store_true", help="the hf engine's CPU kernels added one at a time")
     ap.add_argument("--child-vllm", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if a.child_vllm:
         return child_vllm(a)
     import torch
@@ -216,6 +225,7 @@ def main() -> None:
 
     if a.ablate:
         return ablate(model, tok, prompts, a)
+    print(cpu_kernels.auto_choice("auto", model, batch) or "auto: eager (not measured)")  # before any clock starts
     best: dict[str, float] = {}
     engines = (("hf engine", lambda: hf("auto")), ("transformers.generate", generate),
                ("hf engine, eager kernels", lambda: hf("eager")),
@@ -249,8 +259,8 @@ def main() -> None:
     earlier = min(batch * bw / weight_bytes, flops / (2 * params))
     print(f"model: {params / 1e6:.1f} M parameters, {weight_bytes / 2**20:.0f} MiB of weights ({model.dtype}); "
           f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens; "
-          f"the hf engine's default kernels here (generation.cpu_decode=auto): "
-          f"{cpu_kernels.resolve('auto', model)}")
+          f"the hf engine's default kernels here (generation.cpu_decode=auto, measured): "
+          f"{cpu_kernels.resolve('auto', model, batch)}")
     print(f"job: {a.prompts} prompts of {prompt_tokens} tokens in all, {job['generated']} tokens generated, the "
           f"longest {job['longest']}: {job['longest']} forward passes, {job_flops / 1e9:.0f} GFLOP")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_s:.2f} s, {mem_bound:.0f} tokens/s; compute "

@@ -7,39 +7,10 @@ oneDNN's versions and the thread settings, in one line, so that figures from two
 from __future__ import annotations
 
 import os
-import platform
+import sys
 
-FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
-
-
-def cpu() -> tuple[str, list[str]]:
-    """(the processor's model name, the FLAGS it has) from /proc/cpuinfo (platform's words elsewhere)."""
-    name, flags, ids = platform.processor() or platform.machine(), set(), {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = (part.strip() for part in line.partition(":"))
-                if key == "model name" and name in ("", platform.machine(), platform.processor()):
-                    name = value
-                elif key in ("cpu family", "model", "stepping") and key not in ids:
-                    ids[key] = value
-                elif key == "flags":
-                    flags = set(value.split())
-    except OSError:
-        pass
-    if ids:
-        name += f" (family {ids.get('cpu family', '?')} model {ids.get('model', '?')} stepping {ids.get('stepping', '?')})"
-    return name, [f for f in FLAGS if f in flags]
-
-
-def onednn_version() -> str:
-    """oneDNN's version as torch's build configuration names it ("v3.12.0"), or "unknown"."""
-    import re
-
-    import torch
-
-    m = re.search(r"MKL-DNN (v[\d.]+)", torch.__config__.show())
-    return m.group(1) if m else "unknown"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+from reasoning_rl.models.machine import FLAGS, cpu, onednn_version  # noqa: E402
 
 
 def describe() -> str:

@@ -273,6 +273,9 @@ def main() -> None:
     c.add_argument("--write", default="")
     c.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if a.cmd == "problems":
         problems(a.out_dir, a.math, a.gsm8k, a.seed)
     else:

@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--push-every", type=int, nargs="+", default=[1, 2])
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if not os.path.exists(VPY):
         sys.exit("no .venv-vllm: run `make vllm-env` first")
     from reasoning_rl import config

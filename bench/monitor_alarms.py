@@ -141,6 +141,9 @@ def main() -> None:
     ap.add_argument("--disagreement-max", type=float, default=0.2)
     ap.add_argument("--p-value-max", type=float, nargs="+", default=[1.0, 0.01])
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import verifiers
 
     out = {}

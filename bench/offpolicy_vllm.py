@@ -80,6 +80,9 @@ def main() -> None:
     ap.add_argument("--arms", default="none,auto", help="rollout_correction values to compare")
     ap.add_argument("--out", default="runs/offpolicy")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import torch
 
     from reasoning_rl import config

@@ -81,6 +81,9 @@ def main() -> None:
     ap.add_argument("--ckpt", default="false", help=argparse.SUPPRESS)
     ap.add_argument("--lora", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if a.child:
         return child(a)
     print(f"one training step of {a.batch} sequences x ({a.prompt} + {a.completion}) tokens, SmolLM2-135M-Instruct")

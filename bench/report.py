@@ -85,6 +85,9 @@ def main() -> None:
     ap.add_argument("--baseline", type=int, default=1000)
     ap.add_argument("--out", default="/tmp/report-bench")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     from reasoning_rl.cli.report import write_report
 
     res = {}

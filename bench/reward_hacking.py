@@ -50,6 +50,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config override for both runs, e.g. monitor.p_value_max=1 (the threshold alone)")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import torch
 
     import verifiers

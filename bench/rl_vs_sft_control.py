@@ -59,6 +59,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config overrides")
     ap.add_argument("--random-control", action="store_true", help="also run GRPO on shuffled rewards")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import torch
 
     from reasoning_rl import config

@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--child-vllm", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if a.child_vllm:
         return run_vllm(a)
     from reasoning_rl.rollout import HFEngine, SamplingConfig

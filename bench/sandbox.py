@@ -92,6 +92,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=400)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     plain(20, args.workers)  # warm the page cache for the interpreter
     setups = [("as this process", {})]
     if os.geteuid() == 0 and os.path.exists(SYSTEM_PYTHON):

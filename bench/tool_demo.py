@@ -59,6 +59,9 @@ def main() -> None:
     ap.add_argument("--tool-fraction", type=float, default=0.15, help="share of warm-start targets that use the tool")
     ap.add_argument("--out", default="runs/tool_demo")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     start = [f"sft.tool_fraction={a.tool_fraction}"]
     import torch
 

@@ -29,6 +29,9 @@ def main() -> None:
     ap.add_argument("--obs", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import dataclasses
 
     import torch

@@ -32,6 +32,9 @@ def main() -> None:
     ap.add_argument("--per-template", type=int, default=200, help="outputs per corpus template (12 templates)")
     ap.add_argument("--data", help="an extra labelled JSONL (gold, prediction, equivalent)")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
 
     from tests.helpers.math_corpus import corpus
 

@@ -57,6 +57,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=600)
     ap.add_argument("--batch-max", type=int, default=None, help="calls per message to a worker (both backends)")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     if a.batch_max:
         import verifiers.worker_call as wc
 

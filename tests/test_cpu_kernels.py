@@ -252,7 +252,7 @@ def test_engine_on_packed_kernels_keeps_the_rollout_contract(llama):
     assert [x.token_ids for g in eager for x in g.samples] != [x.token_ids for g in a for x in g.samples]
 
 
-def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama, monkeypatch):
+def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama):
     model, _ = llama
     K = cpu_kernels.Kernels
     tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
@@ -260,12 +260,7 @@ def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama, monkeypatch):
     assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == none
     assert cpu_kernels.resolve("packed", model) == K(True, True, True)
     assert cpu_kernels.resolve("eager", model) == none
-    monkeypatch.setattr(cpu_kernels, "AUTO_MIN_PARAMS", sum(p.numel() for p in model.parameters()))
-    assert cpu_kernels.resolve("auto", model) == K(True, True, True)
-    try:  # at bfloat16 the eager products were the faster and sdpa as fast; the draws still pay
-        assert cpu_kernels.resolve("auto", model.to(torch.bfloat16)) == K(pack=False, draw=True, attend=False)
-    finally:
-        model.float()
+    # above the floor, auto is what was measured (tests/test_kernel_choice.py)
 
 
 def test_a_bad_setting_is_one_line_naming_the_field(llama):

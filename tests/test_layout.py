@@ -77,3 +77,15 @@ def test_the_file_by_file_check_sees_a_name_that_does_not_exist(monkeypatch):
     monkeypatch.setattr(loop, "__doc__", loop.__doc__.replace("_make_round", "_make_the_round"))
     with pytest.raises(AssertionError, match="_make_the_round does not exist"):
         test_the_loops_file_by_file_list_names_code_that_exists_and_calls_in_that_order()
+
+
+def test_every_bench_says_where_it_ran():
+    """Figures from two machines can be set side by side only if each says which machine: every bench prints
+    bench/machine.describe() (processor, flags, cores, torch, oneDNN, threads) before its figures."""
+    import glob
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    benches = [p for p in sorted(glob.glob(str(root / "bench" / "*.py"))) if not p.endswith("machine.py")]
+    silent = [p for p in benches if not re.search(r"print\(describe\(\)", open(p).read())]
+    assert len(benches) > 20 and silent == [], silent

@@ -173,9 +173,11 @@ class GenerationConfig:
                 "a decode step's attention as two batched products on the key heads (rollout/cpu_kernels.py; the "
                 "same distribution, other float rounding and random draws; speed: docs/results.md); eager = "
                 "PyTorch's own layers, transformers' sdpa attention and torch.multinomial (the draws of "
-                "transformers.generate); auto = for a model of at least 50 M parameters on a CPU the uniform "
-                "draws, and the packed weights and decode attention at float32 (at bfloat16 eager products "
-                "measured faster, sdpa as fast), else eager (the tiny model stays eager)")
+                "transformers.generate); auto = for a model of at least 50 M parameters on a CPU the combination "
+                "of the three measured fastest on this machine and the model's shapes (a few decode steps when the "
+                "engine first runs, cached per machine and shape under the cache folder, in the run's log; eager "
+                "unless one beats it by more than noise: rollout/kernel_choice.py), else eager (the tiny model "
+                "stays eager)")
 
 
 @dataclass(frozen=True)

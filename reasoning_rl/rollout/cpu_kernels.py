@@ -25,11 +25,10 @@ length of a rollout:
 None of the three changes what is sampled from: products and attention differ by float rounding (a log-prob by
 about 1e-5) and the random stream is another one (a seeded run still repeats itself, but not
 `transformers.generate`'s draws). `resolve(setting, model) -> Kernels(pack, draw, attend)` says which a rollout
-uses (`GenerationConfig.cpu_decode`): `packed` all three, `eager` none, `auto` what was measured to pay on
-SmolLM2-135M (docs/results.md) for a model of at least `AUTO_MIN_PARAMS` parameters on a CPU: `draw` at any
-dtype (the draws weigh most at bfloat16, whose eager products are fast), packing and `attend` at float32 only (at
-bfloat16 the eager products were the faster, and the attention no faster). The tiny model and the test models stay
-on eager PyTorch, and with it on the very random stream of earlier runs.
+uses (`GenerationConfig.cpu_decode`): `packed` all three, `eager` none, `auto`, for a model of at least
+`AUTO_MIN_PARAMS` parameters on a CPU, the combination measured fastest on this machine and this model's shapes
+(`kernel_choice.py`: the same kernels gained 2.07x on one Xeon and nothing on another; docs/results.md). The tiny
+model and the test models stay on eager PyTorch, and with it on the very random stream of earlier runs.
 
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
@@ -45,21 +44,20 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import torch
+
+from .kernel_choice import Kernels, chosen
 
 AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5 M
 
 
-class Kernels(NamedTuple):
-    pack: bool  # linear weights prepacked for oneDNN (`packed_linears`)
-    draw: bool  # one uniform per sampled token (`draw`) instead of torch.multinomial
-    attend: bool  # a decode step's attention as two batched products (`decode_attention`) instead of sdpa's kernel
 
 
-def resolve(setting: str, model) -> Kernels:
-    """The kernels a rollout of `model` uses under `setting` (packed, eager or auto; see the module's docstring)."""
+def resolve(setting: str, model, rows: int = 16) -> Kernels:
+    """The kernels a rollout of `model` uses under `setting` (packed, eager or auto; see the module's docstring).
+    auto: what `kernel_choice.chosen` measured fastest on this machine for this model at about `rows` rows."""
     if setting not in ("auto", "eager", "packed"):
         raise ValueError(f"generation.cpu_decode: expected auto, eager or packed, got {setting!r}")
     first = next(model.parameters(), None)
@@ -70,8 +68,19 @@ def resolve(setting: str, model) -> Kernels:
         return Kernels(can_pack, True, True)
     if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
         return Kernels(False, False, False)
-    fp32 = first.dtype == torch.float32
-    return Kernels(can_pack and fp32, True, fp32)
+    return chosen(model, rows, Kernels(can_pack, True, True), decoding_with).kernels
+
+
+def auto_choice(setting: str, model, rows: int) -> str | None:
+    """Where `auto` measures (a model above the size floor on a CPU): the choice made now for about `rows` rows, as a
+    log line with its timings; else None. A run calls it once before its first rollout, so the measurement is in
+    its log and not inside a round's time."""
+    first = next(model.parameters(), None)
+    if setting != "auto" or first is None or first.device.type != "cpu" \
+            or sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
+        return None
+    can_pack = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    return chosen(model, rows, Kernels(can_pack, True, True), decoding_with).describe()
 
 
 def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
@@ -182,11 +191,16 @@ def decode_attention(model) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def decoding(setting: str, model) -> Iterator:
-    """The kernels a rollout of `model` runs on (`resolve`): its linear layers packed and its one-token attention
-    on `decode_attend` within the block when chosen, and yields the `draw` to sample with (`decode.sample_kept`'s;
-    None = `torch.multinomial`)."""
-    kernels = resolve(setting, model)
+def decoding(setting: str, model, rows: int = 16) -> Iterator:
+    """The kernels a rollout of `model` (about `rows` rows) runs on (`resolve`), entered: see `decoding_with`."""
+    with decoding_with(resolve(setting, model, rows), model) as draw:
+        yield draw
+
+
+@contextlib.contextmanager
+def decoding_with(kernels: Kernels, model) -> Iterator:
+    """Within the block, `model`'s linear layers packed and its one-token attention on `decode_attend` where
+    `kernels` says; yields the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
     with contextlib.ExitStack() as stack:
         if kernels.pack:
             stack.enter_context(packed_linears(model))

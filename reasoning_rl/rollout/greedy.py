@@ -28,7 +28,7 @@ def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
     was_training = model.training
     model.eval()
     try:
-        with cpu_kernels.decoding(cpu_decode, model):  # packed products, decode attention where chosen; no draws
+        with cpu_kernels.decoding(cpu_decode, model, min(len(prompts), batch_size)):  # products, attention as chosen
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
                 ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,

@@ -58,7 +58,7 @@ class HFEngine:
         samples: list[Sample] = []
         per_batch = max(1, self.batch_size // n)  # prompts per batch: batch_size sequences, a group never split
         try:
-            with cpu_kernels.decoding(sampling.cpu_decode, self.model) as draw:
+            with cpu_kernels.decoding(sampling.cpu_decode, self.model, min(len(texts), per_batch) * n) as draw:
                 for i in range(0, len(texts), per_batch):
                     samples.extend(self._batch(texts[i:i + per_batch], n, sampling, draw))
         finally:
@@ -95,7 +95,7 @@ class HFEngine:
         repeats = _runs(seqs) if sampling.share_prefill and past is None else 1
         input_ids, attn = (x.to(model.device) for x in pad_prompts([s[f:] for s, f in zip(seqs, fresh)][::repeats],
                                                                     pad))
-        with cpu_kernels.decoding(sampling.cpu_decode, model) as draw:
+        with cpu_kernels.decoding(sampling.cpu_decode, model, len(seqs)) as draw:
             out, logp, lengths, caches = decode.sample_kept(
                 model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
                 top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw)

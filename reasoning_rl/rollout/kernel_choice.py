@@ -1,0 +1,161 @@
+"""`generation.cpu_decode=auto`: the CPU decode kernels chosen by measuring them, on this machine and the model's
+own shapes, once.
+
+The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention) gained
+2.07x on one 2-core Xeon and nothing on another of the same family (docs/results.md); a rule written from the model's
+size and dtype cannot know which machine it is on. So `auto` times a short rollout of the model itself (a random
+prompt per row, `STEPS` decode steps, every row alive) under each of the eight combinations of the three kernels,
+`ROUNDS` times interleaved, takes each combination's best time, and keeps the fastest combination, or eager PyTorch
+when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise, wherever it runs.
+
+    timings = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
+    choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
+    chosen(model, rows, possible, decoding_with) -> Chosen    # once per process and shape; cached on disk
+
+The disk cache is a JSON file per key under `<cache root>/kernels/` (REASONING_RL_CACHE), the key being the machine's
+fingerprint (models/machine.py: processor, flags, usable cores, torch, oneDNN, threads), the model's shape (layers,
+widths, heads, vocabulary, dtype) and the rows rounded up to a power of two; it holds the timings, so a run's log can
+say what the choice rests on. A model under `cpu_kernels.AUTO_MIN_PARAMS` parameters (the tiny model, the tests'
+models) is not measured: its steps are Python overhead, and eager keeps its random stream.
+
+Not here: the kernels themselves (cpu_kernels.py, which calls this with its `decoding_with`), GPU kernels (a GPU
+run never uses these).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from typing import NamedTuple
+
+from ..models.machine import fingerprint
+from ..models.sources import cache_root
+
+
+class Kernels(NamedTuple):
+    pack: bool  # linear weights prepacked for oneDNN (`cpu_kernels.packed_linears`)
+    draw: bool  # one uniform per sampled token (`cpu_kernels.draw`) instead of torch.multinomial
+    attend: bool  # a decode step's attention as two batched products (`cpu_kernels.decode_attention`), not sdpa's
+
+MARGIN = 0.03  # a combination must beat eager by more than this share of eager's time to be chosen
+STEPS = 8  # decode steps timed per rollout
+PROMPT = 8  # prompt tokens per row
+ROUNDS = 3  # interleaved repetitions; the best of each combination counts
+EAGER = Kernels(False, False, False)
+CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=3))
+
+
+@dataclass(frozen=True)
+class Chosen:
+    kernels: Kernels
+    timings: dict  # {Kernels: seconds for STEPS decode steps of `rows` rows}
+    rows: int
+    cached: bool  # read from the disk cache (no measurement in this process)
+
+    def describe(self) -> str:
+        """One log line: the choice, and each combination's time against eager's."""
+        def name(k: Kernels) -> str:
+            return "+".join(n for n, on in zip(("packed", "draw", "attention"), k) if on) or "eager"
+
+        eager = self.timings.get(EAGER)
+        parts = [f"{name(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
+            if eager else []
+        return (f"cpu decode kernels (auto): {name(self.kernels)}, measured on this machine at {self.rows} rows "
+                f"({'from the cache' if self.cached else 'just now'}); time vs eager: {', '.join(parts)}")
+
+
+def choose(timings: dict, margin: float = MARGIN) -> Kernels:
+    """The fastest combination, or eager when none beats eager's time by more than `margin` of it (and when the
+    combinations' times are not all there). Pure: fake timings in, choice out."""
+    eager = timings.get(EAGER)
+    if eager is None or not timings:
+        return EAGER
+    best = min(timings, key=lambda k: (timings[k], sum(k)))  # on a tie, fewer kernels changed
+    return best if timings[best] < eager * (1 - margin) else EAGER
+
+
+def measure(model, rows: int, possible: Kernels, decoding_with) -> dict:
+    """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
+    entered by `decoding_with(kernels, model)` (cpu_kernels'); combinations using a kernel that is not `possible`
+    here (no oneDNN) are left out."""
+    import torch
+
+    from . import decode
+
+    combos = [k for k in CANDIDATES if all(p or not on for on, p in zip(k, possible))]
+    vocab = model.get_output_embeddings().weight.shape[0]
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (rows, PROMPT), generator=g)
+    mask = torch.ones_like(ids)
+    best = {k: float("inf") for k in combos}
+    was_training = model.training
+    model.eval()
+    rng = torch.get_rng_state()
+    try:
+        for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted
+            for k in combos:
+                with decoding_with(k, model) as draw:  # packing the weights happens here, outside the clock: once
+                    t0 = time.perf_counter()  # per rollout in a run, not per step
+                    decode.sample_kept(model, ids, mask, STEPS, eos_id=-1, draw=draw)  # no row ever ends
+                    seconds = time.perf_counter() - t0
+                if r:
+                    best[k] = min(best[k], seconds)
+        return best
+    finally:
+        torch.set_rng_state(rng)  # the measurement draws nothing from the run's random stream
+        model.train(was_training)
+
+
+def shape_key(model, rows: int) -> dict:
+    c = model.config
+    first = next(model.parameters())
+    fields = ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+              "num_key_value_heads", "vocab_size", "tie_word_embeddings")
+    return {**{f: getattr(c, f, None) for f in fields}, "dtype": str(first.dtype), "rows": 1 << max(0, rows - 1)
+            .bit_length(), "lora": hasattr(model, "peft_config")}
+
+
+_MEMO: dict = {}  # (shape key) -> Chosen, this process's measurements
+
+
+def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = True) -> Chosen:
+    """The combination `auto` runs `model` on: from this process's memo, else from the disk cache for this machine
+    and shape, else measured now (`measure(..., decoding_with)`) and written there."""
+    shape = shape_key(model, rows)
+    memo = json.dumps(shape, sort_keys=True)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    key = hashlib.sha256(json.dumps({"machine": fingerprint(), "shape": shape}, sort_keys=True).encode()).hexdigest()
+    path = os.path.join(cache_root(), "kernels", f"{key[:32]}.json")
+    found = _read(path) if cache else None
+    if found is not None:
+        result = Chosen(choose(found), found, shape["rows"], cached=True)
+    else:
+        timings = measure(model, shape["rows"], possible, decoding_with)
+        result = Chosen(choose(timings), timings, shape["rows"], cached=False)
+        if cache:
+            _write(path, timings, shape)
+    _MEMO[memo] = result
+    return result
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return {Kernels(*k): float(t) for k, t in data["timings"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or unreadable: measure again
+
+
+def _write(path: str, timings: dict, shape: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"machine": fingerprint(), "shape": shape, "timings": [[list(k), t] for k, t in timings.items()]},
+                  f, indent=1)
+    os.replace(tmp, path)

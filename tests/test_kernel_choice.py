@@ -1,0 +1,99 @@
+"""`generation.cpu_decode=auto` chooses by measurement (rollout/kernel_choice.py): fake timings in, choice out; the
+choice is cached per machine and shape and read back without measuring; another machine measures again; a real
+measurement on a small llama covers every combination and leaves the run's random stream as it was."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reasoning_rl.rollout import cpu_kernels, kernel_choice
+from reasoning_rl.rollout.cpu_kernels import Kernels as K
+
+from .helpers.hf_model import build_hf_model
+
+E = K(False, False, False)
+ALL = K(True, True, True)
+# (timings of the combinations measured, the choice): seconds for the same rollout
+CHOICES = [
+    ({E: 1.00, K(True, False, False): 0.80, K(False, True, False): 0.90, K(True, True, True): 0.70}, K(True, True, True)),
+    ({E: 1.00, K(True, False, False): 0.99, K(False, True, False): 0.985}, E),  # within the 3% of noise: eager
+    ({E: 1.00, K(True, False, False): 1.30, K(False, True, False): 0.82, K(True, True, False): 1.10}, K(False, True, False)),
+    ({E: 1.00, K(True, True, False): 0.80, K(False, True, False): 0.80}, K(False, True, False)),  # a tie: fewer kernels
+    ({K(True, True, True): 0.10}, E),  # eager never measured: nothing to compare with
+    ({}, E),
+    ({E: 1.00, K(True, True, True): 1.50}, E),  # every kernel slower (the other Xeon): eager
+]
+
+
+@pytest.mark.parametrize("timings,choice", CHOICES, ids=range(len(CHOICES)))
+def test_auto_takes_the_fastest_or_eager_within_noise(timings, choice):
+    assert kernel_choice.choose(timings) == choice
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from transformers import AutoModelForCausalLM
+
+    folder = build_hf_model(tmp_path_factory.mktemp("llama"), [f"{a} plus {b} is {a + b}." for a in range(20)
+                                                                for b in range(20)], vocab_size=400, arch="llama")
+    return AutoModelForCausalLM.from_pretrained(folder).eval()
+
+
+@pytest.fixture
+def measured_model(llama, monkeypatch, tmp_path):
+    """The small llama as if above auto's size floor, with an empty disk cache and memo."""
+    monkeypatch.setattr(cpu_kernels, "AUTO_MIN_PARAMS", 1)
+    monkeypatch.setenv("REASONING_RL_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    return llama
+
+
+def test_auto_runs_what_the_measurement_says_and_caches_it_per_machine(measured_model, monkeypatch, tmp_path):
+    calls = []
+
+    def fake(model, rows, possible, decoding_with):
+        calls.append(rows)
+        return {E: 1.0, K(False, True, True): 0.6, K(True, True, True): 0.9}
+
+    monkeypatch.setattr(kernel_choice, "measure", fake)
+    assert cpu_kernels.resolve("auto", measured_model, rows=24) == K(False, True, True)
+    assert calls == [32]  # measured once, at the rows rounded up to a power of two
+    files = list((tmp_path / "kernels").glob("*.json"))
+    assert len(files) == 1
+    # a new process (empty memo) on the same machine reads the cache and measures nothing
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: pytest.fail("measured again"))
+    got = kernel_choice.chosen(measured_model, 24, ALL, cpu_kernels.decoding_with)
+    assert got.kernels == K(False, True, True) and got.cached
+    assert "draw+attention, measured on this machine at 32 rows (from the cache)" in got.describe()
+    assert "eager 1.00" in got.describe() and "draw+attention 0.60" in got.describe()
+    # another machine (another fingerprint) does not trust this one's timings
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    monkeypatch.setattr(kernel_choice, "fingerprint", lambda: {"cpu": "another processor"})
+    monkeypatch.setattr(kernel_choice, "measure", fake)
+    assert kernel_choice.chosen(measured_model, 24, ALL, cpu_kernels.decoding_with).cached is False and calls == [32, 32]
+    # explicit settings never measure
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: pytest.fail("measured for an explicit setting"))
+    assert cpu_kernels.resolve("packed", measured_model) == K(True, True, True)
+    assert cpu_kernels.resolve("eager", measured_model) == E
+
+
+def test_an_unreadable_cache_file_is_measured_again(measured_model, monkeypatch, tmp_path):
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: {E: 1.0, K(True, False, False): 0.5})
+    kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
+    (path,) = (tmp_path / "kernels").glob("*.json")
+    path.write_text("{not json")
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: {E: 1.0, K(False, True, False): 0.5})
+    assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).kernels == K(False, True, False)
+
+
+def test_a_real_measurement_times_every_combination_and_draws_nothing_from_the_run(measured_model):
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    timings = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
+    assert torch.equal(torch.rand(3), expected)  # the measurement's draws are not the run's
+    assert set(timings) == set(kernel_choice.CANDIDATES) and all(0 < t < 60 for t in timings.values())
+    assert kernel_choice.choose(timings) in kernel_choice.CANDIDATES
+    assert not measured_model.training
