@@ -8,7 +8,9 @@ Needs only what a bare CUDA image with PyTorch and transformers has (no vLLM, TR
      verifier, held-out accuracy before and after, and where every parameter lives;
   2. a Qwen2-architecture model of about 0.5 B parameters built from a config (random weights, our
      tokenizer, Qwen2-0.5B's shape) in bfloat16: tokens per second of the hf engine at G=8 samples of B=32
-     prompts with 256 new tokens, seconds of one GRPO update over those 256 sequences, peak GPU memory.
+     prompts with 256 new tokens, seconds of one GRPO update over those 256 sequences, peak GPU memory;
+  3. one FSDP2 step of that shape over every GPU (bf16 compute, activations recomputed), a forward on whole weights
+     and the full state gathered, through reasoning_rl/trainers/sharding.py (torchrun children).
 Prints one JSON object (and writes gpu_check.json into --out, or $OUT when set).
 """
 from __future__ import annotations
@@ -110,6 +112,60 @@ def throughput(device: str, tiny: bool) -> dict:
             "grpo_update_s": round(upd_s, 2), "peak_gpu_memory_gib": None if peak is None else round(peak, 2)}
 
 
+FSDP_CHILD = """
+import json, os, sys, time, torch
+sys.path.insert(0, {root!r})
+from transformers import AutoModelForCausalLM, Qwen2Config
+from reasoning_rl.trainers.sharding import ShardPlan, full_state_dict, full_weights, shard
+torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+rank = torch.distributed.get_rank()
+device = "cuda" if torch.cuda.is_available() else "cpu"
+if device == "cuda":
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+model = AutoModelForCausalLM.from_config(Qwen2Config(**{dims!r}, tie_word_embeddings=True)).to(device)
+shard(model, ShardPlan(mixed_precision="bf16" if device == "cuda" else "no", activation_checkpointing=True), device)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+ids = torch.randint(0, {vocab}, (4, 128), device=device)
+t = time.perf_counter()
+loss = model(input_ids=ids, labels=ids).loss
+loss.backward()
+opt.step()
+if device == "cuda":
+    torch.cuda.synchronize()
+step_s = time.perf_counter() - t
+with full_weights(model):
+    model(input_ids=ids[:1, :8])  # a rank-local forward on whole weights
+state = full_state_dict(model)
+if rank == 0:
+    print("FSDP2 " + json.dumps({{"ranks": torch.distributed.get_world_size(), "loss": float(loss), "step_s": step_s,
+          "tensors": len(state), "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0}}))
+torch.distributed.destroy_process_group()
+"""
+
+
+def fsdp2_step(tiny: bool) -> dict:
+    """One FSDP2 training step (every GPU a rank, bf16 compute, activation checkpointing) of the 0.5 B shape, a forward
+    on whole weights and the full state gathered, through the trainer's own sharding (torchrun children)."""
+    import shutil
+    import subprocess
+
+    import torch
+
+    dims = TINY if tiny else BIG
+    code = FSDP_CHILD.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), dims=dims,
+                             vocab=dims["vocab_size"])
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    try:
+        out = subprocess.run([torchrun, "--nproc-per-node", str(max(1, torch.cuda.device_count())), f.name],
+                             capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(f.name)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("FSDP2 ")), None)
+    return json.loads(line[6:]) if line else {"failed": out.stderr.strip().splitlines()[-3:]}
+
+
 def _sync(device: str) -> None:
     import torch
 
@@ -122,6 +178,9 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true", help="the same steps at a tiny size (no GPU needed)")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="folder for gpu_check.json")
     a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -131,6 +190,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         report["learning"] = learning(device, tiny, tmp)
     report["throughput"] = throughput(device, tiny)
+    report["fsdp2"] = fsdp2_step(tiny)
     print(json.dumps(report, indent=1))
     if a.out:
         os.makedirs(a.out, exist_ok=True)

@@ -116,3 +116,161 @@ def test_train_dpo_under_accelerate_launch(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from 2 ranks" in r.stdout and r.stdout.count("dpo (ours, ") == 1
     assert (tmp_path / "dpo_ours" / "config.json").exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_nodes(module_args: list[str], env: dict, timeout: int = 500) -> list[subprocess.CompletedProcess]:
+    """Two `torchrun` launchers as two nodes of one process each, meeting at a loopback rendezvous (c10d), as two
+    machines would over their network; returns both launchers' results."""
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    port, rid = _free_port(), f"rrl-{_free_port()}"
+    procs = [subprocess.Popen([torchrun, "--nnodes", "2", "--node-rank", str(r), "--nproc-per-node", "1",
+                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", rid,
+                               *module_args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in (0, 1)]
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return out
+
+
+FSDP_ENV = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}
+
+
+@pytest.mark.slow  # two torchrun launchers, then two single processes: about half a minute
+@pytest.mark.timeout(600)
+def test_fsdp2_over_two_nodes_equals_one_process(tmp_path):
+    """FSDP2 over two nodes on one machine (two torchrun launchers, a loopback rendezvous, gloo): each rank holds
+    half of every parameter, the ranks' micro-batch counts differ (rank 1 adds a zero-loss pass), and the gradient
+    gathered from the shards equals one process running both ranks' micro-batches, to float tolerance."""
+    two, one, whole = tmp_path / "two.pt", tmp_path / "one.pt", tmp_path / "whole.pt"
+    runs = two_nodes(["-m", "tests.helpers.fsdp_update", str(two)], run_env(OMP_NUM_THREADS="1", **FSDP_ENV))
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-3000:] + runs[1].stderr[-3000:]
+    for args, out in ((["--one-process"], one), (["--one-batch"], whole)):
+        subprocess.run([sys.executable, "-m", "tests.helpers.fsdp_update", str(out), *args], cwd=ROOT,
+                       env=run_env(OMP_NUM_THREADS="1"), check=True, capture_output=True, timeout=300)
+    a, b, c = torch.load(two), torch.load(one), torch.load(whole)
+    assert a["world"] == 2 and b["world"] == 1 and a["extra_passes"] == [0, 1]
+    assert sum(a["held"]) == a["whole"] and max(a["held"]) <= a["whole"] // 2 + 256  # each rank: about half
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+    assert a["grads"].keys() == b["grads"].keys() and a["grads"]
+    for k in a["grads"]:
+        torch.testing.assert_close(a["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5)
+    assert any(not torch.allclose(c["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5) for k in b["grads"])
+    # the launcher's activation checkpointing (fsdp_activation_checkpointing): recomputed, the same gradient
+    ac = tmp_path / "two_ac.pt"
+    runs = two_nodes(["-m", "tests.helpers.fsdp_update", str(ac)],
+                     run_env(OMP_NUM_THREADS="1", FSDP_ACTIVATION_CHECKPOINTING="true", **FSDP_ENV))
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-3000:]
+    d = torch.load(ac)
+    for k in b["grads"]:
+        torch.testing.assert_close(d["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5)
+
+
+GRPO_SMALL = ["--set", "model.tiny.num_layers=1", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
+              "--set", "grpo.filter_mixed=false", "--set", "grpo.sampler=uniform", "--set", "grpo.eval_every=0",
+              "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.checkpoint_every=1",
+              "--set", "grpo.verifier_workers=1", "--set", "grpo.train_prompts=64", "--set", "grpo.lr=3e-3",
+              "--set", "generation.max_tokens=8"]
+
+
+def _fsdp_run(out, steps: int, *extra: str, resume: bool = False) -> subprocess.CompletedProcess:
+    """GRPO under `accelerate launch` with the shipped FSDP2 CPU config (two processes)."""
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    args = [accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate/fsdp2_cpu.yaml"), "-m",
+            "reasoning_rl", "train", "grpo", "--set", f"output_dir={out}", "--set", f"grpo.steps={steps}",
+            *GRPO_SMALL, *extra, *(["--resume"] if resume else [])]
+    return subprocess.run(args, cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=500)
+
+
+def _one_run(out, steps: int, resume: bool = False) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "reasoning_rl", "train", "grpo", "--set", f"output_dir={out}", "--set",
+            f"grpo.steps={steps}", *GRPO_SMALL, *(["--resume"] if resume else [])]
+    return subprocess.run(args, cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                          timeout=500)
+
+
+def _metrics(out) -> list[dict]:
+    import json
+
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _final_weights(out) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(out / "final" / "model.safetensors"))
+
+
+@pytest.mark.slow  # three two-process runs of the whole trainer: about two minutes
+@pytest.mark.timeout(900)
+def test_fsdp2_grpo_resumes_under_the_launcher_on_the_same_trajectory(tmp_path):
+    """GRPO with FSDP2 over two processes: 3 steps straight equal 2 steps, then `--resume` (extended to 3) under the
+    same launcher, step for step (rewards, losses) and in the final weights; the checkpoint is a
+    torch.distributed.checkpoint folder with one random state per rank."""
+    a, b = tmp_path / "straight", tmp_path / "resumed"
+    r = _fsdp_run(a, 3)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fsdp_run(b, 2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p.name for p in (b / "checkpoint").iterdir()} >= {"dcp", "rank0.pt", "rank1.pt", "state.pt"}
+    r = _fsdp_run(b, 3, resume=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed from" in r.stdout and "resharded" not in r.stdout  # the same world: no departure
+    ma, mb = _metrics(a), _metrics(b)
+    assert [m["step"] for m in mb] == [1, 2, 3]
+    for x, y in zip(ma, mb):
+        for k in ("reward/mean", "loss/policy", "train/samples"):
+            assert x.get(k) == pytest.approx(y.get(k), abs=1e-6), (x["step"], k)
+    wa, wb = _final_weights(a), _final_weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.slow  # a two-process run, a one-process resume, a one-process run and a two-process resume
+@pytest.mark.timeout(900)
+def test_a_checkpoint_resumes_with_another_world_size_and_says_so(tmp_path):
+    """2 ranks -> 1 process and 1 process -> 2 ranks (FSDP2): the weights and optimiser state reshard as they load,
+    the run continues to its end and writes a plain final/ folder, and the log says the trajectory departs."""
+    for name, first, then, said in (("two", _fsdp_run, _one_run, ("written by 2 process(es) with 1", "resharded")),
+                                    ("one", _one_run, _fsdp_run, ("written by 1 process(es) with 2",
+                                                                  "start from the run's seed"))):
+        out = tmp_path / name
+        assert first(out, 2).returncode == 0
+        r = then(out, 3, resume=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert all(line in r.stdout for line in said), r.stdout[-2000:]
+        assert [m["step"] for m in _metrics(out)] == [1, 2, 3] and (out / "final" / "model.safetensors").exists()
+
+
+def test_the_what_fits_where_table_is_the_formula():
+    """docs/scale-out.md's table of per-rank training state equals `sharding.state_bytes` for every cell."""
+    from reasoning_rl.trainers.sharding import state_bytes
+
+    text = (ROOT / "docs" / "scale-out.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "GiB" in line]
+    assert len(rows) == 4
+    for line in rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        p = int(float(cells[1].split()[0].replace(",", "")) * 1e6)  # "134.5 M"
+        want = [state_bytes(p), state_bytes(p, 2, True), state_bytes(p, 8, True),
+                state_bytes(p, trained=int(p * 0.005)), state_bytes(p, 8, True, trained=int(p * 0.005))]
+        got = [float(c.split()[0]) for c in cells[2:]]
+        assert got == pytest.approx([w / 2**30 for w in want], abs=0.06), cells[0]
+    # the sharded state is 1/world of the whole, to a byte per rank
+    assert state_bytes(1000, 3, True) == -(-16000 // 3) and state_bytes(1000) == 16000

@@ -20,3 +20,5 @@ def test_the_gpu_check_runs_its_steps_at_a_tiny_size(tmp_path):
     t = rep["throughput"]
     assert t["generated_tokens"] > 0 and t["tokens_per_s"] > 0 and t["grpo_update_s"] > 0
     assert t["parameters"] > 10_000
+    f = rep["fsdp2"]  # one FSDP2 step through the trainer's sharding, one rank (gloo) here
+    assert f["ranks"] == 1 and f["step_s"] > 0 and f["tensors"] > 0 and f["loss"] == f["loss"], f

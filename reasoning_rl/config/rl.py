@@ -78,7 +78,15 @@ class RLConfig:
                                  "1 is the usual choice", min=0)
     generation_threads: int = knob(0, "engine=worker: torch threads of the generation process (0 = num_threads)",
                                    min=0)
-    engine_url: str = knob("", "engine=openai: the server's OpenAI base URL, e.g. http://host:8000/v1")
+    engine_url: str = knob("", "engine=openai: the server's OpenAI base URL, e.g. http://host:8000/v1; several separated "
+                               "by commas (a fleet: each round's groups dealt to them in turn, a group never split, "
+                               "weights pushed to all)")
+    request_timeout_s: float = knob(120.0, "engine=openai: seconds each try of a sampling request may take (3 tries); "
+                                           "past the last, the run stops with one line naming the server", min=1.0)
+    push_timeout_s: float = knob(0.0, "engine=openai: seconds a weight push to a server may take; 0 = sized to the "
+                                      "model (rollout/openai.py push_deadline: a minute and more per GiB written). "
+                                      "Past it, the run stops with one line naming the server; the last checkpoint "
+                                      "stays valid", min=0.0)
     engine_model: str = knob("", "engine=openai: the served model name (vllm serve's --served-model-name, or its path)")
     weights_dir: str = knob("", "engine=openai: a folder the server can also read, for weight pushes "
                                 "(empty = output_dir/weights; the server must run with VLLM_SERVER_DEV_MODE=1)")
@@ -123,6 +131,12 @@ class RLConfig:
                 "are checked against apply_chat_template of the whole conversation (tools/template_mismatch)")
 
     def __post_init__(self) -> None:  # cross-field rules, checked when the config is built, not mid-run
+        urls = self.engine_url.replace(",", " ").split()
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise ConfigError(f"{self.SECTION}.engine_url: {bad[0]!r} is not an http:// or https:// URL")
+        if len(set(urls)) < len(urls):
+            raise ConfigError(f"{self.SECTION}.engine_url: a server is named twice ({self.engine_url!r})")
         if self.engine == "openai" and not (self.engine_url and self.engine_model):
             raise ConfigError(f"{self.SECTION}.engine=openai needs {self.SECTION}.engine_url and "
                               f"{self.SECTION}.engine_model (got {self.engine_url!r}, {self.engine_model!r})")

@@ -16,6 +16,11 @@ from ..models.device import resolve_threads
 from .hf import HFEngine
 
 
+def engine_urls(value: str) -> list[str]:
+    """`engine_url`'s servers: one URL, or several separated by commas or spaces (a fleet)."""
+    return [u for u in value.replace(",", " ").split() if u]
+
+
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
     """hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights."""
     if rl.engine == "vllm":
@@ -28,10 +33,14 @@ def make_engine(cfg: Config, rl: RLConfig, model, tok):
         engine = VLLMEngine(init, dtype="float32", seed=cfg.seed,
                             max_model_len=cfg.model.tiny.max_position_embeddings if tiny else None)
     elif rl.engine == "openai":
+        from .fleet import FleetEngine
         from .openai import OpenAIEngine
 
-        engine = OpenAIEngine(rl.engine_url, rl.engine_model, tokenizer=tok,
-                              weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"))
+        urls = engine_urls(rl.engine_url)
+        servers = [OpenAIEngine(u, rl.engine_model, tokenizer=tok, timeout=rl.request_timeout_s,
+                                weights_dir=rl.weights_dir or os.path.join(cfg.output_dir, "weights"),
+                                push_timeout=rl.push_timeout_s) for u in urls]
+        engine = servers[0] if len(servers) == 1 else FleetEngine(servers)
     elif rl.engine == "worker":
         from .worker import WorkerEngine
 

@@ -42,10 +42,20 @@ class RolloutError(RuntimeError):
     pass
 
 
+def push_deadline(model, given: float = 0.0) -> float:
+    """Seconds a weight push may take before the run stops: `given` when > 0, else sized to what is written and
+    reloaded (60 s, plus 30 s per GiB of weights; a LoRA push: its adapters)."""
+    if given > 0:
+        return given
+    trained = [p for p in model.parameters() if p.requires_grad] if hasattr(model, "peft_config") else \
+        list(model.parameters())
+    return 60.0 + 30.0 * sum(p.numel() * p.element_size() for p in trained) / 2**30
+
+
 class OpenAIEngine:
     def __init__(self, base_url: str, model: str, tokenizer=None, api_key_env: str = "OPENAI_API_KEY",
                  max_concurrency: int = 8, retries: int = 3, backoff: float = 0.5, timeout: float = 120.0,
-                 weights_dir: str | None = None, admin_url: str | None = None) -> None:
+                 weights_dir: str | None = None, admin_url: str | None = None, push_timeout: float = 0.0) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"openai engine: base_url must start with http:// or https://, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
@@ -61,41 +71,81 @@ class OpenAIEngine:
         self.admin_url = (admin_url or (self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url)).rstrip("/")
         self.weight_version = 0
         self.last_push_s = 0.0
+        self.push_timeout = push_timeout  # 0 = sized to the model (push_deadline)
+        self.served = model  # the name requests ask for: the served model, or the adapters pushed last
+        self.busy_s = 0.0  # seconds spent waiting on this server's answers (its latency, summed over requests)
 
-    def update_weights(self, model) -> None:
-        """Save `model` under weights_dir/v<N> and have the server reload it in place (see the module doc)."""
+    def write_weights(self, model) -> str:
+        """The next version's folder under weights_dir, written once (a fleet writes it for every server): the whole
+        model as safetensors, or with LoRA the adapters alone (a PEFT folder: a few MB)."""
         if not self.weights_dir:
             raise NotImplementedError("openai engine: no weights_dir, so the server's weights cannot be updated; "
                                       "give a folder the server can read (grpo.weights_dir), or use the hf/vllm engine")
-        t0 = time.perf_counter()
         path = os.path.abspath(os.path.join(self.weights_dir, f"v{self.weight_version + 1}"))
         shutil.rmtree(path, ignore_errors=True)
         os.makedirs(path)
-        model.config.save_pretrained(path)
-        save_state(model, os.path.join(path, "model.safetensors"))  # the tied head written out too
+        if hasattr(model, "peft_config"):
+            model.save_pretrained(path)  # adapter_config.json + adapter_model.safetensors
+        else:
+            model.config.save_pretrained(path)
+            save_state(model, os.path.join(path, "model.safetensors"))  # the tied head written out too
+        return path
+
+    def update_weights(self, model, path: str | None = None) -> None:
+        """Have the server take `model`'s weights (written to `path`, or here: `write_weights`), within the push's
+        deadline: a full model reloaded in place (see the module doc), LoRA adapters loaded by name at run time
+        (vLLM's /v1/load_lora_adapter; `vllm serve --enable-lora` with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True),
+        the requests then naming them. Past the deadline: RolloutError naming the server and the push."""
+        t0 = time.perf_counter()
+        path = path or self.write_weights(model)
+        version = self.weight_version + 1
+        deadline = push_deadline(model, self.push_timeout)
+        doing = f"pushing weights v{version}"
         try:
-            self._post({"method": "reload_weights", "kwargs": {"weights_path": path}}, f"{self.admin_url}/collective_rpc")
-            self._post({}, f"{self.admin_url}/reset_prefix_cache")
+            if hasattr(model, "peft_config"):
+                name = f"{self.model}-lora-v{version}"
+                self._post({"lora_name": name, "lora_path": path}, f"{self.base_url}/load_lora_adapter",
+                           timeout=deadline, retries=0, doing=doing)
+                if self.served != self.model:  # the adapters before: unloaded (best effort, they are stale anyway)
+                    try:
+                        self._post({"lora_name": self.served}, f"{self.base_url}/unload_lora_adapter", timeout=30,
+                                   retries=0, doing=doing)
+                    except RolloutError:
+                        pass
+                self.served = name
+            else:
+                self._post({"method": "reload_weights", "kwargs": {"weights_path": path}},
+                           f"{self.admin_url}/collective_rpc", timeout=deadline, retries=0, doing=doing)
+                self._post({}, f"{self.admin_url}/reset_prefix_cache", timeout=deadline, retries=0, doing=doing)
         except RolloutError as e:
-            raise RolloutError(f"{e} (a weight push needs `vllm serve` started with VLLM_SERVER_DEV_MODE=1, and "
-                               f"{path} readable by the server)") from None
-        shutil.rmtree(os.path.join(self.weights_dir, f"v{self.weight_version}"), ignore_errors=True)
-        self.weight_version += 1
+            raise RolloutError(f"{e} (a weight push needs `vllm serve` started with VLLM_SERVER_DEV_MODE=1, or "
+                               f"--enable-lora for adapters, and {path} readable by the server)") from None
+        if self.weights_dir and os.path.dirname(path) == os.path.abspath(self.weights_dir):
+            shutil.rmtree(os.path.join(self.weights_dir, f"v{self.weight_version}"), ignore_errors=True)
+        self.weight_version = version
         self.last_push_s = time.perf_counter() - t0
 
-    def _post(self, payload: dict, url: str | None = None) -> dict:
+    def _post(self, payload: dict, url: str | None = None, timeout: float | None = None, retries: int | None = None,
+              doing: str = "sampling") -> dict:
+        """POST with `retries` more tries (default the engine's) of `timeout` seconds each (default the engine's
+        request timeout): each try has its deadline, so a server that stops answering ends the call in at most
+        tries x timeout (+ backoff), never later. `doing` names the call in the error."""
         url = url or f"{self.base_url}/completions"
+        timeout = self.timeout if timeout is None else timeout
+        retries = self.retries if retries is None else retries
         data = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
-        for attempt in range(self.retries + 1):
+        for attempt in range(retries + 1):
             self.requests_sent += 1
+            t0 = time.perf_counter()
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                with urllib.request.urlopen(req, timeout=timeout) as resp:
                     raw = resp.read().decode()
+                    self.busy_s += time.perf_counter() - t0
                     return json.loads(raw) if raw.strip() else {}
             except urllib.error.HTTPError as e:
                 body = e.read().decode(errors="replace")[:300]
@@ -104,11 +154,12 @@ class OpenAIEngine:
                 last = f"HTTP {e.code}: {body}"
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
                 last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            if attempt < self.retries:
+            self.busy_s += time.perf_counter() - t0
+            if attempt < retries:
                 self.retried += 1
                 time.sleep(self.backoff * 2**attempt)
-        raise RolloutError(f"openai engine: no answer from {url} after {self.retries + 1} tries "
-                           f"(last error: {last})")
+        raise RolloutError(f"openai engine: no answer from {url} after {retries + 1} tries of {timeout:.0f} s "
+                           f"while {doing} (last error: {last})")
 
     def _ids(self, tokens: list[str]) -> list[int]:
         if all(t.startswith("token_id:") for t in tokens):
@@ -119,7 +170,7 @@ class OpenAIEngine:
         return list(self.tokenizer.convert_tokens_to_ids(tokens))
 
     def _one(self, row: PromptRow, n: int, s: SamplingConfig) -> Group:
-        payload = {"model": self.model, "prompt": row.prompt, "n": n, "max_tokens": s.max_tokens,
+        payload = {"model": self.served, "prompt": row.prompt, "n": n, "max_tokens": s.max_tokens,
                    "temperature": s.temperature, "top_p": s.top_p, "logprobs": 1,
                    "return_tokens_as_token_ids": True}
         if s.top_k:
@@ -142,7 +193,7 @@ class OpenAIEngine:
 
     def _continue(self, seq: Sequence[int], max_new: int, stops: Sequence[int], s: SamplingConfig,
                   seed: int | None) -> tuple[list[int], list[float]]:
-        payload = {"model": self.model, "prompt": list(seq), "n": 1, "max_tokens": max_new,
+        payload = {"model": self.served, "prompt": list(seq), "n": 1, "max_tokens": max_new,
                    "temperature": s.temperature, "top_p": s.top_p, "logprobs": 1, "return_tokens_as_token_ids": True,
                    "stop_token_ids": list(stops), "skip_special_tokens": False}
         if s.top_k:

@@ -68,6 +68,10 @@ class Algorithm(Protocol):
     def minibatch(self, learner: Learner, batch: Any, idx: torch.Tensor) -> dict[str, float]:
         """The gradient of the rows `idx` of `batch` (backward only; the loop steps the optimisers)."""
 
+    def passes(self, learner: Learner, batch: Any, idx: torch.Tensor) -> int:
+        """How many forward/backward passes `minibatch` runs for these rows (its micro-batches), known before it
+        runs: under FSDP2 each is a collective, and the loop pads every rank to the busiest rank's count."""
+
     def touch(self, learner: Learner) -> None:
         """A zero-loss backward through every DDP module (a rank with no rows this minibatch)."""
 

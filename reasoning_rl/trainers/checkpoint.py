@@ -11,6 +11,14 @@ moment leaves the new checkpoint, or the previous one (put back by `run_dir.reco
 `extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
 scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`. The run's config
 is saved beside the states (`config.json`), so `--resume` can say what changed (`resume_changes`).
+
+Under a launcher (`save_ranks` / `load_ranks`: every rank calls them) the weights and the optimiser state go
+through `torch.distributed.checkpoint` (`dcp/`: each rank writes its shards under FSDP2, replicated tensors
+once under DDP), each rank's random state to `rank<R>.pt`, and rank 0 writes the rest as above (`world` says how
+many ranks wrote it); the folder must be one all ranks can reach. Such a checkpoint resumes under any world size:
+the weights and moments are resharded as they load, a rank with a saved random state continues it and one without
+starts from its run's seed, and the log says so (the trajectory departs from the uninterrupted one only then). A
+one-process checkpoint resumes under a launcher the same way (its whole state, sharded on load).
 """
 from __future__ import annotations
 
@@ -105,6 +113,10 @@ def _write(tmp: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqli
                 "torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()},
                 "log_lines": {os.path.basename(p): _lines(p) for p in logs},
                 "extra": {k: o.state_dict() for k, o in (extra or {}).items()}}, os.path.join(tmp, "state.pt"))
+    _write_config_and_ledger(tmp, config, ledger_conn)
+
+
+def _write_config_and_ledger(tmp: str, config: dict | None, ledger_conn: sqlite3.Connection) -> None:
     if config is not None:
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f, indent=1)
@@ -113,6 +125,134 @@ def _write(tmp: str, step: int, model, opt, sched, rngs: dict, ledger_conn: sqli
         ledger_conn.backup(dst)
     finally:
         dst.close()
+
+
+def save_ranks(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn, logs: tuple[str, ...],
+               ranks, extra: dict | None = None, config: dict | None = None) -> str:
+    """The checkpoint of `step` under a launcher; every rank calls it (see the module docstring). Rank 0 alone
+    needs `ledger_conn`, `logs`, `extra` and `config`; the others' are ignored."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    final = os.path.join(output_dir, NAME)
+    tmp = f"{final}.tmp-step{step}"  # one name on every rank
+    if ranks.main:
+        recover_checkpoint(output_dir, NAME)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    ranks.barrier()
+    dcp.save({"model": _model_state(model), "optim": _optim_state(model, opt)}, checkpoint_id=os.path.join(tmp, "dcp"))
+    torch.save({"torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()}},
+               os.path.join(tmp, f"rank{ranks.rank}.pt"))
+    if ranks.main:
+        torch.save({"step": step, "format": "dcp", "world": ranks.world, "sched": sched.state_dict(),
+                    "log_lines": {os.path.basename(p): _lines(p) for p in logs},
+                    "extra": {k: o.state_dict() for k, o in (extra or {}).items()}}, os.path.join(tmp, "state.pt"))
+        _write_config_and_ledger(tmp, config, ledger_conn)
+    ranks.barrier()  # every rank's files are in before the folder moves into place
+    if ranks.main:
+        old = f"{final}.old-step{step}"
+        if os.path.exists(final):
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    ranks.barrier()
+    return final
+
+
+def _trained_names(model) -> set[str] | None:
+    """With LoRA the adapters' names (a checkpoint keeps only them), else None (everything)."""
+    return {n for n, p in model.named_parameters() if p.requires_grad} if lora.is_lora(model) else None
+
+
+def _model_state(model) -> dict:
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    state, keep = get_model_state_dict(model), _trained_names(model)
+    return state if keep is None else {k: v for k, v in state.items() if k in keep}
+
+
+def _optim_state(model, opt) -> dict:
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, opt)
+
+
+def _by_name(model, opt_state: dict) -> dict:
+    """A one-process checkpoint's optimiser state (keyed by position in the trainable parameters, as
+    `Optimizer.state_dict` writes it) keyed by parameter name, the form `set_optimizer_state_dict` loads whole."""
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    state = {names[i]: v for i, v in opt_state["state"].items()}
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in opt_state["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+def load_ranks(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], ranks,
+               extra: dict | None = None) -> tuple[int, str | None]:
+    """Restore any checkpoint under a launcher (every rank calls it); returns (its step, a line saying what a change
+    of world size did, or None)."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                         set_optimizer_state_dict)
+
+    recover_checkpoint(output_dir, NAME) if ranks.main else None
+    ranks.barrier()
+    folder = os.path.join(output_dir, NAME)
+    path = os.path.join(folder, "state.pt")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
+    state = torch.load(path, weights_only=False)
+    strict = _trained_names(model) is None
+    if state.get("format") == "dcp":
+        sd = {"model": _model_state(model), "optim": _optim_state(model, opt)}
+        dcp.load(sd, checkpoint_id=os.path.join(folder, "dcp"))
+        set_model_state_dict(model, sd["model"], options=StateDictOptions(strict=strict))
+        set_optimizer_state_dict(model, opt, sd["optim"])
+        mine = os.path.join(folder, f"rank{ranks.rank}.pt")
+        random_state = torch.load(mine, weights_only=False) if os.path.exists(mine) else None
+        world = int(state["world"])
+    else:  # a one-process checkpoint: its whole state, sharded as it loads
+        full = StateDictOptions(full_state_dict=True, strict=strict)
+        set_model_state_dict(model, state["model"], options=full)
+        set_optimizer_state_dict(model, opt, _by_name(model, state["opt"]), options=full)
+        random_state = state if ranks.main else None
+        world = 1
+    sched.load_state_dict(state["sched"])
+    if random_state is not None:
+        torch.set_rng_state(random_state["torch_rng"])
+        for k, r in rngs.items():
+            r.setstate(random_state["py_rngs"][k])
+    _restore_extra(path, state, extra)
+    if ranks.main:
+        _truncate(logs, state["log_lines"])
+    ranks.barrier()
+    note = None
+    if world != ranks.world:
+        kept = min(world, ranks.world)
+        note = (f"resumed a checkpoint written by {world} process(es) with {ranks.world}: the weights and the "
+                f"optimiser state were resharded as they loaded; rank(s) 0..{kept - 1} continue their saved random "
+                f"state" + (f", rank(s) {kept}..{ranks.world - 1} start from the run's seed" if ranks.world > world
+                            else "") + f", and each rank now samples {1}/{ranks.world} of the prompts: the trajectory "
+                f"departs from the uninterrupted {world}-process one")
+    return int(state["step"]), note
+
+
+def _restore_extra(path: str, state: dict, extra: dict | None) -> None:
+    for k, o in (extra or {}).items():
+        if k not in state.get("extra", {}):
+            raise ValueError(f"--resume: the checkpoint at {path} has no {k!r} state (written by another trainer?)")
+        o.load_state_dict(state["extra"][k])
+
+
+def _truncate(logs: tuple[str, ...], kept: dict) -> None:
+    for p in logs:
+        keep = kept.get(os.path.basename(p), 0)
+        if os.path.exists(p):
+            with open(p, "rb") as f:
+                lines = f.readlines()[:keep]
+            with open(p, "wb") as f:
+                f.writelines(lines)
 
 
 def restore_ledger(output_dir: str, ledger_path: str) -> None:
@@ -139,17 +279,8 @@ def load(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], 
     torch.set_rng_state(state["torch_rng"])
     for k, r in rngs.items():
         r.setstate(state["py_rngs"][k])
-    for k, o in (extra or {}).items():
-        if k not in state.get("extra", {}):
-            raise ValueError(f"--resume: the checkpoint at {path} has no {k!r} state (written by another trainer?)")
-        o.load_state_dict(state["extra"][k])
-    for p in logs:
-        keep = state["log_lines"].get(os.path.basename(p), 0)
-        if os.path.exists(p):
-            with open(p, "rb") as f:
-                lines = f.readlines()[:keep]
-            with open(p, "wb") as f:
-                f.writelines(lines)
+    _restore_extra(path, state, extra)
+    _truncate(logs, state["log_lines"])
     return int(state["step"])
 
 
@@ -190,6 +321,15 @@ def check_finished(output_dir: str, algo: str, steps: int) -> None:
         raise UserError(f"--resume: {output_dir!r} finished at step {done['steps']} but its checkpoint holds step "
                         f"{done.get('checkpoint_step')} ({algo}.checkpoint_every=0 writes none at the end); extending "
                         "it would run again rounds it logged: start a new run from its final/ model instead")
+
+
+def written_by_ranks(output_dir: str) -> bool:
+    """Whether the checkpoint in `output_dir` was written under a launcher (`save_ranks`: load it with
+    `load_ranks`, whatever the world size now)."""
+    import torch
+
+    path = os.path.join(output_dir, NAME, "state.pt")
+    return os.path.exists(path) and torch.load(path, weights_only=False).get("format") == "dcp"
 
 
 def exists(output_dir: str) -> bool:

@@ -3,7 +3,11 @@ nothing to do still owes the others.
 
     ranks = Ranks()                 one process: rank 0 of 1, every method a no-op
     ranks.share(n, field)           this rank's share of n prompts per step
-    ranks.wrap(model)               DDP under a launcher (gradients averaged), else the model
+    ranks.wrap(model)               FSDP2 when the launcher asks for it (sharding.py), else DDP under a launcher
+                                    (gradients averaged), else the model
+    ranks.wrap_frozen(model)        a frozen model (the reference) sharded under FSDP2, else as it is
+    ranks.full_weights(*models)     FSDP2: whole weights within the block, forwards without collectives
+    ranks.even_passes(planned, touch)   FSDP2: every rank's training passes in step (padded with zero-loss ones)
     ranks.gather(items)             every rank's items, in rank order, on every rank
     zero_loss(module, bos_id)       a zero-loss backward (a rank with no rows this minibatch)
 
@@ -17,8 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Callable, Iterator
 
 import torch
+
+from ..errors import UserError
+from .sharding import ShardPlan, full_weights, gathered, shard
 
 
 class Ranks:
@@ -33,6 +41,15 @@ class Ranks:
         self.rank = self.acc.process_index if self.acc else 0
         self.world = self.acc.num_processes if self.acc else 1
         self.main = self.rank == 0
+        self.plan = ShardPlan.from_env() if self.world > 1 else None  # FSDP2, as the launcher asked
+
+    @property
+    def sharded(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def device(self) -> str:
+        return "cuda" if torch.cuda.is_available() else "cpu"
 
     def share(self, n: int, field: str) -> int:
         """This rank's share of `n` prompts per step; `n` must divide evenly (the error names the knob)."""
@@ -45,8 +62,50 @@ class Ranks:
         return log if self.main else (lambda *_a, **_k: None)
 
     def wrap(self, model):
-        """The module to run forward/backward through: DDP (gradients averaged across ranks) or the model."""
+        """The module to run forward/backward through: under FSDP2 the model itself, sharded in place (build its
+        optimiser after this); DDP (gradients averaged across ranks) under another launcher; else the model."""
+        if self.plan is not None:
+            return shard(model, self.plan, self.device)
         return self.acc.prepare_model(model) if self.acc else model
+
+    def wrap_frozen(self, model):
+        """A model that only scores (the reference): sharded like the policy under FSDP2, else as it is. A LoRA
+        policy's reference is the policy itself with its adapters off: under FSDP2 its forwards would be
+        collectives out of step with training's, so that combination is refused (one line)."""
+        if self.plan is None or model is None:
+            return model
+        if not isinstance(model, torch.nn.Module):
+            raise UserError("FSDP2 with LoRA and a reference (a KL term, or DPO): the reference is the policy with its "
+                            "adapters off, whose forwards cannot run out of step with training's; set the KL "
+                            "coefficient to 0, train without LoRA, or use DDP (examples/accelerate/ddp_*.yaml)")
+        return shard(model, self.plan, self.device)
+
+    def refuse_sharded(self, what: str) -> None:
+        """One line for a trainer that does not run under FSDP2 yet."""
+        if self.plan is not None:
+            raise UserError(f"{what} under FSDP2 is not supported yet (GRPO, distill and DPO are); launch it with DDP "
+                            f"(examples/accelerate/ddp_cpu.yaml, ddp_gpu.yaml)")
+
+    def gathered(self, model):
+        """The model to save and evaluate after training: under FSDP2 an unsharded copy on rank 0 (None on the
+        others; every rank calls this), else the model itself."""
+        return gathered(model) if self.plan is not None else model
+
+    def full_weights(self, *models):
+        """FSDP2: within the block these models hold their whole weights and run forwards without collectives
+        (entered by every rank together); otherwise nothing happens."""
+        return full_weights(*models) if self.plan is not None else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def even_passes(self, planned: int, touch: Callable[[], None]) -> Iterator[None]:
+        """FSDP2: every forward and backward through a sharded model is a collective, so every rank must run as many
+        training passes as the others. The ranks agree on the largest count before the block (a rank's `planned`
+        passes), and a rank with fewer runs `touch()` (a zero-loss pass) after it until it has as many. Elsewhere
+        nothing happens."""
+        target = self.max(planned) if self.plan is not None else planned
+        yield
+        for _ in range(target - planned):
+            touch()
 
     def gather(self, items: list) -> list:
         """Every rank's items, in rank order, on every rank (picklable objects)."""
@@ -57,7 +116,9 @@ class Ranks:
         return [x for part in gather_object([list(items)]) for x in part]  # one list per rank, in rank order
 
     def no_sync(self, module, skip: bool):
-        """Accumulate without the all-reduce (every micro-batch but a minibatch's last) when `skip`."""
+        """DDP: accumulate without the all-reduce (every micro-batch but a minibatch's last) when `skip`. FSDP2
+        reduce-scatters every micro-batch's gradient into the shards (the same sum, and no rank waits on another's
+        count of micro-batches)."""
         return module.no_sync() if skip and self.acc and hasattr(module, "no_sync") else contextlib.nullcontext()
 
     def max(self, n: int) -> int:
@@ -72,6 +133,12 @@ class Ranks:
     def barrier(self) -> None:
         if self.acc:
             self.acc.wait_for_everyone()
+
+
+def grad_norm(norm) -> float:
+    """`clip_grad_norm_`'s total norm as a float (a DTensor's under FSDP2: its full value)."""
+    full = getattr(norm, "full_tensor", None)
+    return float(full() if full is not None else norm)
 
 
 def zero_loss(module, bos_id: int, critic: bool = False) -> None:

@@ -84,18 +84,27 @@ def margins(model, ref, tok, rows: Sequence[dict], beta: float, batch_size: int 
 def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print,
                    record: Callable[[dict], None] = lambda m: None) -> dict[str, float]:
     """Our DPO loop; `record` gets each optimiser step's metrics (train_dpo writes them to metrics.jsonl)."""
-    import torch
-
     d = cfg.dpo
     ranks = Ranks()
     log = ranks.logger(log)
     if d.batch_size < ranks.world:
         raise ValueError(f"dpo.batch_size ({d.batch_size}) must be at least the number of processes ({ranks.world})")
-    ref = reference_of(model)  # with LoRA: the base model, adapters disabled
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=d.lr, weight_decay=0.0)
-    policy_t = ranks.wrap(model)  # DDP under a launcher
+    ref = ranks.wrap_frozen(reference_of(model))  # with LoRA: the base model, adapters disabled; FSDP2: sharded
+    policy_t = ranks.wrap(model)  # DDP under a launcher; FSDP2 shards `model` in place (the optimiser comes after)
     rng = random.Random(cfg.seed)  # the same order on every rank
     rows = list(rows)
+    with ranks.full_weights(ref):  # FSDP2: the reference scores without collectives
+        _dpo_epochs(d, model, policy_t, ref, tok, rows, ranks, rng, log, record)
+    model.eval()
+    with ranks.full_weights(model, ref):  # FSDP2: every rank gathers the weights; rank 0 scores the margins
+        return margins(model, ref, tok, rows, d.beta) if ranks.main else {}
+
+
+def _dpo_epochs(d, model, policy_t, ref, tok, rows, ranks, rng, log, record) -> None:
+    """`dpo.epochs` passes over the pairs, each batch shared out among the ranks."""
+    import torch
+
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=d.lr, weight_decay=0.0)
     step = 0
     for epoch in range(d.epochs):
         rng.shuffle(rows)
@@ -122,8 +131,6 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print,
             if step % 10 == 0:
                 log(f"dpo step {step}  loss {out.loss.item():.4f}  margin {out.metrics['rewards/margins']:+.4f}  "
                     f"acc {out.metrics['rewards/accuracies']:.2f}")
-    model.eval()
-    return margins(model, ref, tok, rows, d.beta) if ranks.main else {}
 
 
 def train_dpo_trl(cfg: Config, model, tok, rows: Sequence[dict], output_dir: str, log=print) -> dict[str, float]:
@@ -246,6 +253,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
         m = train_dpo_trl(cfg, model, tok, rows, os.path.join(cfg.output_dir, "dpo_trl"), log=log)
     else:
         m = train_dpo_ours(cfg, model, tok, rows, log=log, record=lines.append)
+        model = ranks.gathered(model)  # FSDP2: the whole weights on rank 0, to evaluate and save
     after = None
     if ranks.main:
         after = held_out.configured(cfg, task, model, tok, evals)["accuracy"]

@@ -22,7 +22,7 @@ from ..types import Group
 from . import loop
 from .algorithm import Learner, Net
 from .distributed import zero_loss
-from .grpo_batch import GRPOBatch, make_batch, update_minibatch
+from .grpo_batch import GRPOBatch, make_batch, micro_batches, update_minibatch
 from .offpolicy import correct_batch
 
 __all__ = ["GRPO", "train_grpo"]
@@ -62,6 +62,9 @@ class GRPO:
     def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
         return update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
                                 batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
+
+    def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
+        return len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts)))
 
     def touch(self, learner: Learner) -> None:
         zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)

@@ -71,14 +71,15 @@ from ..models.device import resolve_threads
 from ..models.load import load_policy, load_tokenizer
 from ..models.lora import maybe_lora, reference_of
 from ..models.sft import seed_everything
-from ..rollout import HFEngine, SamplingConfig, logprob_mismatch
+from ..rollout import HFEngine, SamplingConfig, cpu_kernels, logprob_mismatch
 from ..rollout.engines import make_engine
+from ..rollout.openai import RolloutError
 from ..rollout.environments import check_environment, prompt_tools
 from ..task.check import require_parseable
 from ..task.task import Task
 from . import checkpoint
 from .algorithm import Algorithm, Learner, Net, adamw
-from .distributed import NullWriter, Ranks
+from .distributed import NullWriter, Ranks, grad_norm
 from ..interrupts import Interrupted, stop_requests
 from .log_lines import Slowdown, log_line, warn_if_idle
 from .metrics import MetricsWriter
@@ -170,9 +171,6 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     if ranks.world > 1 and rl.max_staleness:
         raise UserError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
                          "set it to 0 under a launcher")
-    if ranks.world > 1 and resume:
-        raise UserError(f"train {algo.name} --resume: resuming under a launcher is not supported yet (each rank's "
-                        "random state is not checkpointed); resume it with one process")
     prompts_here = ranks.share(rl.prompts_per_step, f"{algo.name}.prompts_per_step")
     log = ranks.logger(log)
     seed_everything(cfg.seed + ranks.rank)
@@ -189,7 +187,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     model = maybe_lora(model, cfg)  # with adapters, only they train and the reference is the base (no copy)
     if ranks.main:
         task.note_dropped(log)
-    ref = reference_of(model) if rl.beta > 0 else None
+    ref = ranks.wrap_frozen(reference_of(model) if rl.beta > 0 else None)  # sharded too under FSDP2
     train_rows = task.train[:rl.train_prompts] if rl.train_prompts else task.train
     by_id = {r["prompt_id"]: r for r in train_rows}
     gen = cfg.generation
@@ -199,7 +197,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), task, reward, pool, by_id,
                     random.Random(cfg.seed + 7919))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")
-    if resume:
+    if resume and ranks.main:
         checkpoint.restore_ledger(cfg.output_dir, ledger_path)
     ledger = Ledger(ledger_path) if ranks.main else None  # rank 0 creates it; the others read it
     ranks.barrier()
@@ -208,8 +206,9 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
         if rl.sampler == "easy_first" else {}
     sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger,
                            **easy)
+    wrapped = ranks.wrap(model)  # DDP under a launcher; FSDP2 shards `model` in place, so the optimiser comes after
     opt, sched = adamw(model, rl.lr, rl.warmup_steps)
-    policy = Net("policy", model, ranks.wrap(model), opt, sched, "grad_norm")  # DDP under a launcher
+    policy = Net("policy", model, wrapped, opt, sched, "grad_norm")
     rngs = {"sampler": sampler.rng, "shuffle": random.Random(cfg.seed)}
     if rl.control:
         rngs["control"] = rounds.control_rng  # a resumed control run draws the same shuffles
@@ -239,15 +238,28 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
         mark_report_stale(run.cfg.output_dir)  # a report of this directory's earlier rounds is now out of date
     if resume:
         p = run.nets[0]
-        start = checkpoint.load(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
-                                extra=_extra_states(run)) + 1
+        if run.ranks.world > 1 or checkpoint.written_by_ranks(run.cfg.output_dir):  # any world size, resharded
+            step, note = checkpoint.load_ranks(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
+                                               run.ranks, extra=_extra_states(run))
+            if note:
+                run.log(note)
+        else:
+            step = checkpoint.load(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
+                                   extra=_extra_states(run))
+        start = step + 1
         run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
     elif run.ranks.main:
         open(run.archive_path, "w").close()
-    if not resume and run.ranks.main and run.rl.eval_at_start:
-        acc = run.evaluate()
-        run.log(f"step 0: held-out accuracy {acc['eval/accuracy']:.3f} ({len(run.evals)} prompts, greedy; "
-                f"{acc['eval/parseable']:.3f} with a parseable answer)")
+    with run.ranks.full_weights(run.model):  # FSDP2: every rank gathers the weights for what follows
+        if isinstance(run.rounds.engine, HFEngine):  # auto's kernels measured before the first round, and logged
+            rows = min(run.rounds.engine.batch_size, run.rl.prompts_per_step * run.rl.group_size)
+            note = cpu_kernels.auto_choice(run.cfg.generation.cpu_decode, run.model, rows)
+            if note and run.ranks.main:
+                run.log(note)
+        if not resume and run.ranks.main and run.rl.eval_at_start:  # rank 0 evaluates
+            acc = run.evaluate()
+            run.log(f"step 0: held-out accuracy {acc['eval/accuracy']:.3f} ({len(run.evals)} prompts, greedy; "
+                    f"{acc['eval/parseable']:.3f} with a parseable answer)")
     run.ranks.barrier()
     run.writer = MetricsWriter(run.cfg.output_dir, run.rl.steps, append=resume, description=algo.name) \
         if run.ranks.main else NullWriter()
@@ -272,6 +284,10 @@ def _checkpoint(run: Run, step: int) -> None:
     if run.pipeline is not None:
         run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
     p = run.nets[0]
+    if run.ranks.world > 1:  # every rank writes its part (torch.distributed.checkpoint)
+        checkpoint.save_ranks(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn,
+                              run.logs, run.ranks, extra=_extra_states(run), config=to_dict(run.cfg))
+        return
     checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
                     extra=_extra_states(run), config=to_dict(run.cfg))
 
@@ -291,14 +307,16 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
             for net in run.nets:
                 net.opt.zero_grad(set_to_none=True)
             metrics = {}
-            if len(idx):
-                metrics = algo.minibatch(run.learner, batch, idx)
-            else:  # this rank has fewer rows than another
-                algo.touch(run.learner)
+            planned = algo.passes(run.learner, batch, idx) if len(idx) else 1  # FSDP2: agreed before any pass
+            with run.ranks.even_passes(planned, lambda: algo.touch(run.learner)):  # pads to the busiest rank's
+                if len(idx):
+                    metrics = algo.minibatch(run.learner, batch, idx)
+                else:  # this rank has fewer rows than another
+                    algo.touch(run.learner)
             for net in run.nets:
                 if rl.grad_clip > 0:
                     norm = torch.nn.utils.clip_grad_norm_(net.module.parameters(), rl.grad_clip)
-                    stats.setdefault(net.grad_metric, []).append(float(norm))
+                    stats.setdefault(net.grad_metric, []).append(grad_norm(norm))
                 net.opt.step()
             for k, v in metrics.items():
                 stats.setdefault(k, []).append(v)
@@ -311,16 +329,22 @@ def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[s
 def _update(run: Run, algo: Algorithm, step: int, groups: list) -> dict[str, float]:
     """The algorithm's batch from this rank's kept groups, then its update. Returns the update's metrics."""
     rl = run.rl
-    batch, m = algo.make_batch(run.learner, groups)  # on every rank, even one with no groups (PPO gathers its KL)
+    scoring = [run.learner.ref, *(net.module for net in run.nets)]
+    with run.ranks.full_weights(*scoring):  # FSDP2: this rank's scoring passes, any number, without collectives
+        batch, m = algo.make_batch(run.learner, groups)  # on every rank, even one with no groups (PPO gathers its KL)
     m = dict(m)
     n = len(batch) if batch is not None else 0
     n_mb = run.ranks.max(-(-n // rl.minibatch_size))  # the same number of optimiser steps on every rank
     if not n_mb:
         m["train/samples"] = 0  # said in the log line and counted at the end of the run, never silent
         return m
-    if batch is not None and (step % (rl.eval_every or 10) == 1 or rl.eval_every == 1):  # every 10 with evals off
-        m.update(logprob_mismatch(run.model, run.tok, groups[:8], temperature=run.cfg.generation.temperature or 1.0))
-    m.update(_train_epochs(run, algo, batch, n, n_mb))
+    if step % (rl.eval_every or 10) == 1 or rl.eval_every == 1:  # every 10 with evals off
+        with run.ranks.full_weights(run.model):
+            if batch is not None:
+                m.update(logprob_mismatch(run.model, run.tok, groups[:8],
+                                          temperature=run.cfg.generation.temperature or 1.0))
+    with run.ranks.full_weights(run.learner.ref):  # the frozen reference scores without collectives
+        m.update(_train_epochs(run, algo, batch, n, n_mb))
     m["train/samples"] = n
     m.update(algo.after_update(run.learner, m))
     return m
@@ -331,8 +355,9 @@ def _make_round(run: Run, step: int) -> Round:
     does not share them)."""
     version = step - 1
     weights = run.model if run.weights.due(version) else None
-    return run.rounds.make(step, run.sampler, run.prompts_here, run.weights.held(version),
-                           round_seed(run.cfg.seed + run.ranks.rank, step), weights)
+    with run.ranks.full_weights(run.model):  # FSDP2: each rank samples on whole weights, without collectives
+        return run.rounds.make(step, run.sampler, run.prompts_here, run.weights.held(version),
+                               round_seed(run.cfg.seed + run.ranks.rank, step), weights)
 
 
 def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
@@ -352,6 +377,9 @@ def _round(run: Run, algo: Algorithm, step: int, tally: SandboxTally) -> dict:
         pipe.request(step + rl.max_staleness, step - 1, run.model, run.ledger.entries())
     m = {"step": step, **round_metrics(generated, rounds.reward), **made.refill.metrics()}
     m.update(tally.metrics(generated))  # what the sandbox did this step, if a verifier ran one
+    fleet = getattr(rounds.engine, "engine", rounds.engine)  # under episodes, the engine they sample from
+    if hasattr(fleet, "metrics"):  # several servers: each one's share and latency
+        m.update(fleet.metrics())
     m["throughput/tokens_per_s"] = sum(len(s.token_ids) for g in mine for s in g.samples) \
         / max(1e-9, made.timing["rollout"])  # generated by this rank, over its generation time
     t0 = time.perf_counter()
@@ -375,9 +403,11 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
     for step in range(first, rl.steps + 1):
         m = _round(run, algo, step, tally)
         slow.check(m, run.log)
-        if run.ranks.main and (rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps):
-            m.update(run.evaluate())
-            m.update(run.monitors.heldout(m, len(run.evals)))
+        if rl.eval_every and step % rl.eval_every == 0 or rl.eval_at_end and step == rl.steps:
+            with run.ranks.full_weights(run.model):  # FSDP2: every rank gathers the weights; rank 0 evaluates
+                if run.ranks.main:
+                    m.update(run.evaluate())
+                    m.update(run.monitors.heldout(m, len(run.evals)))
         alerts = run.monitors.pop_alerts()
         run.history.append(m)
         run.writer.write(m)
@@ -386,13 +416,14 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         run.log(log_line(m, rl.steps))
         for a in alerts:
             run.log(f"ALERT step {step}: {a}")
-        on_alert = bool(alerts) and run.cfg.monitor.stop_on_alert
+        # rank 0 alone watches: every rank learns of a stopping alert, so all write the checkpoint and stop together
+        on_alert = bool(run.ranks.max(int(bool(alerts) and run.cfg.monitor.stop_on_alert)))
         # every rank stops after the same round: a signal seen by any rank (a launcher may reach only some) counts
         stopping = bool(run.ranks.max(int(stop.signal is not None)))
         # a run that stops, is told to, reaches checkpoint_every, or ends (what an extension resumes from)
         due = rl.checkpoint_every and (step % rl.checkpoint_every == 0 or step == rl.steps)
-        if run.ranks.main and (on_alert or stopping or due):
-            _checkpoint(run, step)
+        if (run.ranks.main or run.ranks.world > 1) and (on_alert or stopping or due):
+            _checkpoint(run, step)  # under a launcher every rank writes its part
         if stopping and step < rl.steps:
             run.ranks.barrier()  # no rank leaves while rank 0 writes the checkpoint (a launcher would stop it)
             raise Interrupted(f"stopped by {stop.signal or 'a signal to another rank'} after step {step} of "
@@ -416,13 +447,22 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         log(f"run directory: {cfg.output_dir}")
     if resume:  # before anything loads: a finished run has nothing to do; an extension needs its last step's state
         checkpoint.check_finished(cfg.output_dir, algo.name, getattr(cfg, algo.name).steps)
-    run = _setup(cfg, algo, log, resume, resume_changed)
+    try:
+        run = _setup(cfg, algo, log, resume, resume_changed)
+    except RolloutError as e:  # the first push to a server (the engine starts from the trainer's weights)
+        raise UserError(f"{e}. The run stopped before its first round") from None
     try:
         with stop_requests(run.log, same_within_s=1.0 if run.ranks.world > 1 else 0.0) as stop:
             first = _start(run, algo, resume)
             if run.pipeline is not None:
                 run.pipeline.prime(first, run.rl.steps, first - 1, run.model, run.ledger.entries())
-            _steps(run, algo, first, SandboxTally(), on_step, stop)
+            try:
+                _steps(run, algo, first, SandboxTally(), on_step, stop)
+            except RolloutError as e:  # a server that did not answer in time: one line, the checkpoint untouched
+                where = run.path(checkpoint.NAME)
+                kept = (f"its checkpoint in {where} is as it was (continue with --resume once the server answers)"
+                        if os.path.exists(where) else "it had written no checkpoint yet")
+                raise UserError(f"{e}. The run stopped; {kept}") from None
     finally:
         if run.pipeline is not None:
             run.pipeline.close()
@@ -431,11 +471,12 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
         run.ledger.close()
         if run.writer is not None:
             run.writer.close()
+    model = run.ranks.gathered(run.model)  # FSDP2: the whole weights, on rank 0 (every rank takes part)
     if run.ranks.main:
-        checkpoint.save_final(cfg.output_dir, run.model, run.tok, merged=cfg.model.lora.save_merged)
+        checkpoint.save_final(cfg.output_dir, model, run.tok, merged=cfg.model.lora.save_merged)
         last = run.history[-1]["step"] if run.history else None
         if last == run.rl.steps:  # every step ran (not an alert's stop): the run is finished
             checkpoint.mark_finished(cfg.output_dir, algo.name, last, last if run.rl.checkpoint_every else None)
         warn_if_idle(run.history, run.log)
     run.ranks.barrier()
-    return run.history, run.model, run.tok
+    return run.history, model, run.tok

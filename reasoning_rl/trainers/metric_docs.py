@@ -135,6 +135,10 @@ METRICS: tuple[Metric, ...] = (
                                                     "the minibatch's model tokens (what loss/policy reports then)"),
     # time
     Metric("time/rollout", "seconds", BOTH, "generation time this round"),
+    Metric("fleet/<i>/share", "fraction", BOTH, "with several engine_url servers: server i's share of the round's last "
+                                                "generation call (prompts dealt in turn; a group never split)"),
+    Metric("fleet/<i>/latency_s", "seconds", BOTH, "with several engine_url servers: server i's mean seconds per request "
+                                                   "in the round's last generation call"),
     Metric("time/verify", "seconds", BOTH, "verification time on the round's critical path"),
     Metric("time/verify_busy", "seconds", BOTH,
            "all verification time, also what overlapped generation (rollout_chunks > 1)"),

@@ -46,12 +46,16 @@ class _FrozenLedger:
 
 @dataclass
 class _Snapshot:
-    """A model's weights at one version, as `update_weights` reads a model: `config` and `state_dict()`."""
+    """A model's weights at one version, as `update_weights` reads a model: `config`, `state_dict()`, `parameters()`."""
     config: Any
     state: dict
 
     def state_dict(self) -> dict:
         return self.state
+
+    def parameters(self):
+        """Its tensors (what `openai.push_deadline` sizes a push by)."""
+        return iter(self.state.values())
 
 
 class RoundPipeline:

@@ -94,6 +94,7 @@ class PPO:
 
     def setup(self, learner: Learner) -> tuple[list[Net], dict]:
         rl = learner.rl
+        learner.ranks.refuse_sharded("PPO (its critic is a copy of the policy's body)")
         self.critic = Critic(learner.model)
         opt_v, sched_v = adamw(self.critic, rl.critic_lr, rl.warmup_steps)
         self.critic_t = learner.ranks.wrap(self.critic)  # DDP under a launcher
@@ -172,6 +173,10 @@ class PPO:
         (loss * share).backward()
         (vl.loss * share).backward()
         return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.loss_mask)}
+
+    def passes(self, learner: Learner, batch: PPOBatch, idx) -> int:
+        p = learner.rl
+        return -(-len(idx) // (p.micro_batch_size or p.minibatch_size))
 
     def touch(self, learner: Learner) -> None:
         zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)

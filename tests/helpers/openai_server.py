@@ -3,7 +3,10 @@ token ids back as "token_id:<id>" strings with their log-probs. A text prompt is
 `generate`; a prompt given as token ids (with `stop_token_ids`, as the episodes send) by its `continue_ids`,
 seeded by the request's `seed`. `fail_first` answers that many requests with a 500 first. vLLM's dev endpoints
 for weight pushes are served too: POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path"}}
-loads the pushed safetensors into the served model (`reloads` counts them), /reset_prefix_cache does nothing."""
+loads the pushed safetensors into the served model (`reloads` counts them), /reset_prefix_cache does nothing.
+POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's run-time LoRA loading) are recorded in `adapters`
+(the name, and the files of the folder pushed). `hang_s` makes a weight push hang that long before answering (a
+server that stops answering); `stop()` closes the server in the middle of a run."""
 import json
 import os
 import threading
@@ -26,9 +29,9 @@ def _continue(engine, body) -> Sample:
 
 
 class Server:
-    def __init__(self, engine, fail_first: int = 0):
+    def __init__(self, engine, fail_first: int = 0, hang_s: float = 0.0):
         self.engine, self.fail_first, self.calls, self.bodies = engine, fail_first, 0, []
-        self.reloads = 0
+        self.reloads, self.hang_s, self.adapters = 0, hang_s, []
         self.lock = threading.Lock()
         outer = self
 
@@ -38,6 +41,18 @@ class Server:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.endswith(("/collective_rpc", "/load_lora_adapter")) and outer.hang_s:
+                    import time
+
+                    time.sleep(outer.hang_s)
+                if self.path.endswith(("/load_lora_adapter", "/unload_lora_adapter")):
+                    files = sorted(os.listdir(body["lora_path"])) if "lora_path" in body else []
+                    with outer.lock:
+                        outer.adapters.append((self.path.rsplit("/", 1)[-1], body["lora_name"], files))
+                    self.send_response(200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path.endswith(("/collective_rpc", "/reset_prefix_cache")):
                     if self.path.endswith("/collective_rpc"):
                         from safetensors.torch import load_file
@@ -84,5 +99,10 @@ class Server:
         return self
 
     def __exit__(self, *e):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()
+
+    def stop(self):
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
