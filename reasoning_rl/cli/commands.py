@@ -16,7 +16,7 @@ import sys
 from .args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args, add_run_dir_args,
                    add_split_arg, add_task_args, check_model, claim_output_dir, cmd, load_config, load_task,
                    set_threads as _set_threads, version)
-from .data import _sft_on_target, cmd_curate, cmd_eval, cmd_pairs, cmd_reverify, cmd_task_check
+from .data import _sft_on_target, cmd_curate, cmd_eval, cmd_pairs, cmd_reverify, cmd_task_check, cmd_traces
 from ..errors import UserError
 
 
@@ -229,6 +229,18 @@ def _add_data_commands(sub) -> None:
                                                     "student's own); overrides model.name_or_path")
     p.add_argument("--output", "-o", required=True, help="output directory (datasets dir + data.jsonl)")
     p.set_defaults(func=cmd_curate)
+
+    p = cmd(sub, "traces", "generated problems written as Python-tool episodes with the sandbox's real output, for "
+                           "a cold start (then: sft --samples OUT/samples.jsonl)",
+             "reasoning-rl traces -n 400 --model smollm2-135m-instruct -o out/traces")
+    add_config_args(p)
+    p.add_argument("-n", "--n", type=POS_INT, default=400, help="problems (the families in turn)")
+    p.add_argument("--families", default="products,sums,units,remainders,choose",
+                   help="comma-separated families of task/embedded/tool_problems.py (easy: one-digit sums)")
+    p.add_argument("--model", metavar="MODEL", help="whose chat template and end-of-turn token the traces use; "
+                                                    "overrides model.name_or_path")
+    p.add_argument("--output", "-o", required=True, help="output directory (samples.jsonl, task.json)")
+    p.set_defaults(func=cmd_traces)
 
     p = cmd(sub, "pairs", "sample and verify groups, write a preference dataset (chosen pass, rejected fail)",
              "reasoning-rl pairs --archive runs/g1/archive.jsonl -o out/pairs")

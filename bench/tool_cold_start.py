@@ -1,0 +1,115 @@
+"""A real model that learns to use the sandboxed Python tool: a cold start on generated tool traces, then GRPO with the
+tool, against GRPO without it, GRPO with it from the base model, the cold start alone, and the cold start then GRPO
+with shuffled rewards (the control). SmolLM2-135M-Instruct, 2 cores.
+
+    .venv/bin/python bench/tool_cold_start.py [--steps 16] [--traces 400] [--sft-steps 120] [--eval 200] \\
+        [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start]
+
+Data: problems of task/embedded/tool_problems.py; the traces (`reasoning-rl traces`) at scale 1, training and
+held-out prompts at scale 2 (bigger numbers than the traces had), plus the `easy` family mixed into both (a model
+that learned when calling pays should call less there). Arms, each from the same base:
+  (a) GRPO without the tool              (b) GRPO with the tool from the base model
+  (c) the cold start alone (`sft --samples` on the traces)
+  (d) the cold start, then GRPO with the tool          (e) the cold start, then GRPO with shuffled rewards
+Held-out: greedy episodes (with the tool where the arm has it; (a) without), `--eval` prompts, accuracy with its
+standard error and tool calls per episode. Writes summary.json and prints a table.
+Not here: TRL (bench/tools_vs_trl.py); the share of calls that ran without error, of answers equal to a tool's output,
+and calls per family (the run's held-out evaluation keeps no samples to count them from).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+INSTRUCTION = ("Use the python tool for exact arithmetic: write a ```python block that prints the result, read its "
+               "output, then put the final answer in \\boxed{}.")
+TOOL = ["grpo.environment=python", "grpo.max_turns=3", "grpo.max_tool_calls=2", "grpo.max_episode_tokens=384"]
+
+
+def cli(*args: str, log: str) -> float:
+    t = time.time()
+    with open(log, "a") as f:
+        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode:
+        raise SystemExit(f"{' '.join(args[:3])} failed: see {log}")
+    return time.time() - t
+
+
+def data(out: str, n_train: int, n_eval: int, seed: int) -> tuple[str, str]:
+    from reasoning_rl.task.embedded.tool_problems import FAMILIES, problems
+
+    fams = (*FAMILIES, "easy")
+    rows = problems(n_train + n_eval, seed + 100, scale=2, families=fams)
+    train, held = os.path.join(out, "train.jsonl"), os.path.join(out, "held.jsonl")
+    for path, part in ((train, rows[:n_train]), (held, rows[n_train:])):
+        with open(path, "w") as f:
+            f.writelines(json.dumps({"prompt": p.prompt, "answer": str(p.answer), "family": p.family}) + "\n"
+                         for p in part)
+    return train, held
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--traces", type=int, default=400)
+    ap.add_argument("--sft-steps", type=int, default=120)
+    ap.add_argument("--eval", type=int, default=200)
+    ap.add_argument("--arms", nargs="+", default=list("abcde"), choices=list("abcde"))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--out", default="runs/tool_cold_start")
+    a = ap.parse_args()
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran: figures from two machines side by side
+    results = {}
+    for seed in a.seeds:
+        out = os.path.abspath(os.path.join(a.out, f"seed{seed}"))
+        os.makedirs(out, exist_ok=True)
+        log = os.path.join(out, "log.txt")
+        train, held = data(out, 400, a.eval, seed)
+        base = ["--set", "model.name_or_path=smollm2-135m-instruct", "--set", "num_threads=0", "--set", f"seed={seed}"]
+        cold = os.path.join(out, "cold")
+        t_cold = 0.0
+        if set(a.arms) & set("cde"):
+            t_cold += cli("traces", "-n", str(a.traces), "-o", os.path.join(out, "traces"), *base, log=log)
+            t_cold += cli("sft", "--samples", os.path.join(out, "traces", "samples.jsonl"), "--steps",
+                          str(a.sft_steps), "--output", cold, "--dataset", held, "--set", "eval.size=4", *base, log=log)
+        for arm in a.arms:
+            model = cold if arm in "cde" else "smollm2-135m-instruct"
+            steps = 0 if arm == "c" else a.steps
+            extra = ([] if arm == "a" else [f for t in TOOL for f in ("--set", t)])
+            if arm == "e":
+                extra += ["--set", "grpo.control=shuffled_rewards"]
+            run_dir = os.path.join(out, f"arm_{arm}")
+            t = cli("train", "grpo", "--dataset", train, "--set", f"tasks.test_split={held}", "--set",
+                    f"model.name_or_path={model}", "--set", "num_threads=0", "--set", f"seed={seed}",
+                    "--set", f"tasks.instruction={INSTRUCTION}", "--set", f"output_dir={run_dir}",
+                    "--set", f"grpo.steps={max(1, steps)}", "--set", f"eval.size={a.eval}",
+                    "--set", f"grpo.eval_every={max(1, steps)}", "--set", "grpo.prompts_per_step=4",
+                    "--set", "grpo.group_size=8", "--set", "generation.max_tokens=128", "--set",
+                    "grpo.checkpoint_every=0", *(["--set", "grpo.lr=0"] if arm == "c" else []), *extra, log=log)
+            m = [json.loads(x) for x in open(os.path.join(run_dir, "metrics.jsonl"))]
+            evals = [x for x in m if "eval/accuracy" in x]
+            results[f"{arm}-{seed}"] = {"start": evals[0]["eval/accuracy"], "end": evals[-1]["eval/accuracy"],
+                                        "end_tool_calls": evals[-1].get("eval/tool_calls"),
+                                        "seconds": round(t + (t_cold if arm in "cde" else 0), 1)}
+            print(f"[{arm} seed {seed}] {results[f'{arm}-{seed}']}", flush=True)
+        with open(os.path.join(a.out, "summary.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    print(f"\n{'arm':<6} {'seed':>4} {'held-out start -> end':>24} {'calls/ep':>9} {'s':>7}")
+    for k, r in results.items():
+        arm, seed = k.split("-")
+        se = math.sqrt(r["end"] * (1 - r["end"]) / a.eval)
+        print(f"{arm:<6} {seed:>4} {r['start']:>10.3f} -> {r['end']:.3f} +- {se:.3f} "
+              f"{(r['end_tool_calls'] or 0):>9.2f} {r['seconds']:>7.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Tool traces for a cold start: generated problems (task/embedded/tool_problems.py) written out as episodes in which
+a model calls the sandboxed Python tool, with the sandbox's real output in them, for `reasoning-rl sft --samples`.
+
+    write_traces(problems, tok, out_dir) -> TraceSummary     # out_dir/samples.jsonl and task.json
+
+Each trace is made by the episode machinery RL uses (rollout/episodes.py), the model's turns scripted instead of
+sampled: the prompt in the model's own chat template; a first turn with a short plan and a ```python block (the
+problem's program); the tool's answer, run in the sandbox there and then and appended exactly as an RL episode
+appends it (its tokens carry loss mask 0); a last turn that states what the tool printed, `\\boxed{}`, and the end
+of turn. Nothing of the output is typed by us: a trace whose tool output does not parse as the problem's answer, or
+whose final answer the `math` verifier does not pass, is left out and counted. The file is a rollout archive
+(data/archive.py), so `sft --samples` trains on the ids as they stand with the tool's output masked off, as RL does.
+
+Not here: the problems (task/embedded/tool_problems.py), the training (models/sft.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..rollout.base import SamplingConfig, render_prompt, stop_ids
+from ..rollout.episodes import EpisodeLimits, run_episodes
+from ..rollout.environments import PythonTool
+from ..task.embedded.tool_problems import ToolProblem
+from ..types import Group
+
+INSTRUCTION = ("Use the python tool for exact arithmetic: write a ```python block that prints the result, read its "
+               "output, then put the final answer in \\boxed{}.")
+_OUTPUT = re.compile(r"```output\n(.*?)```", re.S)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    written: int
+    left_out: int  # tool output that did not parse, or a final answer the verifier did not pass
+    path: str
+
+
+class ScriptedTurns:
+    """Stands in for a rollout engine (`continue_ids`): episode i's first turn is problem i's plan and program, its
+    next what the tool printed, boxed. The episodes' keys (their place in the call) say which problem is whose."""
+
+    def __init__(self, tok, problems: Sequence[ToolProblem], end_ids: Sequence[int]) -> None:
+        self.tok, self.problems, self.end = tok, list(problems), list(end_ids)
+
+    def continue_ids(self, seqs, max_new, stops, sampling, seeds=None, keys=None):
+        out = []
+        for seq, key in zip(seqs, keys):
+            p = self.problems[key[1]]
+            shown = _OUTPUT.findall(self.tok.decode(seq, skip_special_tokens=False))
+            if not shown:  # the first turn: a plan and the program
+                text = f"{p.plan}\n\n```python\n{p.code}\n```"
+                ids = self.tok(text, add_special_tokens=False)["input_ids"]
+            else:  # after the tool's answer: what it printed, boxed, and the end of turn
+                printed = shown[-1].strip().splitlines()[-1] if shown[-1].strip() else ""
+                ids = self.tok(f"The tool printed {printed}, so the answer is \\boxed{{{printed}}}.",
+                               add_special_tokens=False)["input_ids"] + self.end[:1]
+            out.append((ids, [0.0] * len(ids)))
+        return out
+
+
+def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = None,
+                instruction: str = INSTRUCTION, end_ids: Sequence[int] | None = None) -> list[Group]:
+    """One verified single-sample group per problem whose trace ran cleanly (one tool call, then an answer); its
+    `math` verdict against the problem's answer attached (see the module docstring). `end_ids`: the model's
+    end-of-turn ids (default the tokenizer's EOS)."""
+    import verifiers
+
+    from ..rollout.base import PromptRow
+
+    tool = tool or PythonTool()
+    end = list(end_ids or stop_ids(None, tok))
+    rows = [PromptRow(f"tool-{i}", f"{p.prompt}\n{instruction}", {"answer": str(p.answer), "family": p.family})
+            for i, p in enumerate(problems)]
+    prompts = [{"prompt_id": r.prompt_id, "prompt": render_prompt(tok, r.prompt, True)} for r in rows]
+    limits = EpisodeLimits(max_turns=3, max_tool_calls=1, max_episode_tokens=1024, tool_format="text")
+    eps = run_episodes(None, tok, tool, prompts, SamplingConfig(max_tokens=256, seed=None), limits, stop_ids=end,
+                       engine=ScriptedTurns(tok, problems, end))
+    groups = []
+    for r, rendered, p, e in zip(rows, prompts, problems, eps):
+        if e.tool_calls != 1 or e.reason != "answer":
+            continue
+        s = e.sample()
+        verdict = verifiers.verify("math", completion=s.text, reference=str(p.answer))
+        groups.append(Group(r.prompt_id, rendered["prompt"], r.row, [s.with_verdicts({"math": verdict})]))
+    return groups
+
+
+def write_traces(problems: Sequence[ToolProblem], tok, out_dir: str, tool: PythonTool | None = None,
+                 end_ids: Sequence[int] | None = None) -> TraceSummary:
+    """The traces that pass, as out_dir/samples.jsonl (a rollout archive) with task.json naming `math` the outcome."""
+    from .archive import write_groups
+
+    groups = [g for g in make_traces(problems, tok, tool, end_ids=end_ids)
+              if g.samples[0].verdicts["math"].status.value == "correct"]
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "samples.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        write_groups(f, groups, 0)
+    with open(os.path.join(out_dir, "task.json"), "w") as f:
+        json.dump({"outcome": "math", "source": "generated tool traces (task/embedded/tool_problems.py)"}, f)
+    return TraceSummary(len(groups), len(problems) - len(groups), path)

@@ -1,0 +1,129 @@
+"""Generated tool traces for a cold start (task/embedded/tool_problems.py, data/tool_traces.py), checked on the real
+model's tokenizer and the real sandbox: every problem's program prints its answer and the prompt never holds it;
+every trace's tool output is what the sandbox prints for that program, every final answer passes `math`, and the
+loss mask is 0 on exactly the tool's output; `sft --samples` reads the traces as episodes."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+
+import pytest
+
+from reasoning_rl.data.tool_traces import make_traces, write_traces
+from reasoning_rl.data.verified import read_targets
+from reasoning_rl.rollout.environments import PythonTool
+from reasoning_rl.task.embedded.tool_problems import FAMILIES, GENERATORS, problems
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.mark.parametrize("scale", [1, 2])
+def test_each_program_prints_its_answer_and_no_prompt_holds_it(scale):
+    for p in problems(60, seed=3, scale=scale, families=tuple(GENERATORS)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(p.code, "<problem>", "exec"), {})  # our own generated program, trusted
+        assert out.getvalue().strip() == str(p.answer), p
+        assert str(p.answer) not in re.findall(r"\d+", p.prompt.replace(",", "")), p  # never given away
+    held = {p.prompt for p in problems(40, seed=3, scale=2)}
+    assert not held & {p.prompt for p in problems(40, seed=3, scale=1)}  # bigger numbers held out
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from reasoning_rl import config
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.models.load import load_tokenizer
+
+    return load_tokenizer(config.load(Config, overrides=["model.name_or_path=smollm2-135m-instruct"]))
+
+
+@pytest.fixture(scope="module")
+def tool():
+    t = PythonTool()
+    yield t
+    t.shutdown()
+
+
+def test_traces_hold_the_sandboxs_own_output_and_pass_the_verifier(tok, tool):
+    ps = problems(10, seed=5)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    groups = make_traces(ps, tok, tool, end_ids=[end])
+    assert len(groups) == len(ps) and {g.row["family"] for g in groups} == set(FAMILIES)
+    for g, p in zip(groups, ps):
+        s = g.samples[0]
+        assert s.verdicts["math"].status.value == "correct", (s.text, p.answer)
+        call = s.turns[0]
+        # the observation is what the sandbox prints for the program, run again here on its own
+        again = tool.respond([tool.start({"prompt_id": f"again-{g.prompt_id}"})], [f"```python\n{p.code}\n```"])[0]
+        assert call.observation == again.observation and str(p.answer) in call.observation
+        # the loss mask is 0 on exactly the tool's output: those tokens decode to the observation
+        masked = [t for t, m in zip(s.token_ids, s.loss_mask) if m == 0]
+        assert tok.decode(masked) == call.observation
+        assert s.token_ids[-1] == end and s.loss_mask[-1] == 1  # the model ends its turn, and is trained to
+        assert str(p.answer) not in re.findall(r"\d+", g.prompt.replace(",", ""))  # nor the rendered prompt
+
+
+def test_sft_reads_the_traces_as_episodes(tok, tool, tmp_path):
+    summary = write_traces(problems(6, seed=9), tok, str(tmp_path), tool,
+                           end_ids=[tok.convert_tokens_to_ids("<|im_end|>")])
+    assert summary.written == 6 and summary.left_out == 0
+    targets, info = read_targets(summary.path)
+    assert info.targets == 6 and info.verifier == "math"
+    for t in targets:
+        assert t.ids and len(t.ids) == len(t.loss_mask) and 0 in t.loss_mask and t.loss_mask[-1] == 1
+    assert json.loads((tmp_path / "task.json").read_text())["outcome"] == "math"
+
+
+def test_an_unknown_family_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, run_env
+
+    r = subprocess.run([sys.executable, "-m", "reasoning_rl", "traces", "-n", "2", "--families", "products,riddles",
+                        "-o", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=run_env(), timeout=120)
+    assert r.returncode == 2 and "traces --families: unknown family 'riddles'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # the real model: a short cold start on traces, then one GRPO round with the tool (a few minutes)
+@pytest.mark.timeout(1500)
+def test_a_cold_start_on_traces_then_a_grpo_round_in_which_the_real_model_calls_the_tool(tmp_path):
+    """The cold start end to end on the real model: `traces`, `sft --samples` (the loss off the tool's output), then
+    one GRPO round with the Python tool on held-out problems with bigger numbers: at least one episode calls the tool
+    and its observation tokens carry loss mask 0 in the archive the trainer wrote."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, run_env
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args], capture_output=True, text=True, cwd=ROOT,
+                           env=run_env(OMP_NUM_THREADS="2"), timeout=1200)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return r
+
+    held = tmp_path / "held.jsonl"
+    held.write_text("".join(json.dumps({"prompt": p.prompt, "answer": str(p.answer)}) + "\n"
+                            for p in problems(16, seed=11, scale=2)))
+    model = ["--set", "model.name_or_path=smollm2-135m-instruct", "--set", "num_threads=2"]
+    run("traces", "-n", "48", "-o", str(tmp_path / "traces"), *model)
+    run("sft", "--samples", str(tmp_path / "traces" / "samples.jsonl"), "--steps", "24", "--output",
+        str(tmp_path / "cold"), "--dataset", str(held), "--set", "eval.size=4", "--set", "sft.lr=1e-4", *model)
+    run("train", "grpo", "--dataset", str(held), "--set", f"model.name_or_path={tmp_path / 'cold'}",
+        "--set", "num_threads=2", "--set", f"output_dir={tmp_path / 'run'}", "--set", "grpo.environment=python",
+        "--set", "grpo.steps=1", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
+        "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.eval_every=0",
+        "--set", "grpo.max_turns=3", "--set", "grpo.max_episode_tokens=384", "--set", "generation.max_tokens=96",
+        "--set", "grpo.checkpoint_every=0", "--set", "tasks.heldout_percent=1",
+        "--set", "tasks.instruction=Use the python tool for exact arithmetic: write a ```python block that prints "
+                 "the result, read its output, then put the final answer in \\boxed{}.")
+    lines = [json.loads(x) for x in (tmp_path / "run" / "archive.jsonl").read_text().splitlines()]
+    called = [x for x in lines if any(t.get("observation") for t in x.get("turns", []))]
+    assert called, "no episode called the tool after the cold start"
+    for x in called:
+        obs = [i for i, m in zip(x["token_ids"], x["loss_mask"]) if m == 0]
+        assert obs and 1 in x["loss_mask"]  # the tool's tokens are there, masked; the model's are trained
