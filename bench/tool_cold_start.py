@@ -28,8 +28,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-INSTRUCTION = ("Use the python tool for exact arithmetic: write a ```python block that prints the result, read its "
-               "output, then put the final answer in \\boxed{}.")
+from reasoning_rl.data.tool_traces import INSTRUCTION  # noqa: E402  (the traces' own instruction)
 TOOL = ["grpo.environment=python", "grpo.max_turns=3", "grpo.max_tool_calls=2", "grpo.max_episode_tokens=384"]
 
 

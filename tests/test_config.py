@@ -84,6 +84,9 @@ def test_defaults_and_overrides():
     assert cfg.sft.lr == 1e-4  # YAML 1.1 would read 1e-4 as a string
     assert cfg.sft.steps == 7 and cfg.tasks.families == ("add", "mul") and cfg.model.tiny.num_layers == 2
     assert cfg.sft.batch_size == Config().sft.batch_size
+    # a sentence with a colon is the sentence (YAML would read a mapping), a comment sign is text
+    cfg = config.load(Config, overrides=["tasks.instruction=Use the tool: print the result # exactly"])
+    assert cfg.tasks.instruction == "Use the tool: print the result # exactly"
     with pytest.raises(AttributeError):
         cfg.seed = 3  # frozen
 

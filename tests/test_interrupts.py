@@ -119,8 +119,9 @@ def test_the_first_signal_stops_after_the_round_and_resume_continues_the_traject
 # where in a round the signal arrives: (phase, the function it arrives in, which of its calls, extra settings,
 # the step the run stops after); each of these functions is called once a round in this run
 PHASES = [
-    ("sampling", "reasoning_rl.trainers.loop._make_round", 3, [], 3),
-    ("verification", "reasoning_rl.task.task.Task.verify_samples", 3, [], 3),
+    # sampling and verification under SIGINT are slow-marked: the first test's delay 0.0 already lands in sampling
+    pytest.param("sampling", "reasoning_rl.trainers.loop._make_round", 3, [], 3, marks=pytest.mark.slow),
+    pytest.param("verification", "reasoning_rl.task.task.Task.verify_samples", 3, [], 3, marks=pytest.mark.slow),
     ("the update", "reasoning_rl.trainers.loop._train_epochs", 3, [], 3),
     # a save of every round; the signal during round 3's lands after that round decided not to stop: the run
     # stops after round 4, with its checkpoint
@@ -129,7 +130,7 @@ PHASES = [
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("phase, target, call, extra, stops_after", PHASES, ids=[p[0] for p in PHASES])
+@pytest.mark.parametrize("phase, target, call, extra, stops_after", PHASES, ids=[p.values[0] if hasattr(p, "values") else p[0] for p in PHASES])
 @pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_in_any_phase_of_a_round_stops_after_it_and_resume_continues(tmp_path, uninterrupted, phase, target,

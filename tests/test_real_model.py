@@ -99,6 +99,7 @@ def test_two_grpo_rounds_with_lora_then_eval(tmp_path):
     # the real model's base has a folder: final/ holds the adapters alone, a PEFT folder naming that base
     assert (out / "final" / "adapter_config.json").is_file() and not (out / "final" / "model.safetensors").exists()
     assert json.loads((out / "final" / "adapter_config.json").read_text())["base_model_name_or_path"]
+    assert sum(f.stat().st_size for f in (out / "final").rglob("*") if f.is_file()) < 50 * 2**20  # tokenizer too
 
     ev = tmp_path / "eval"
     r = _cli("eval", *common, "--set", f"model.name_or_path={out / 'final'}", "--set", f"output_dir={ev}",

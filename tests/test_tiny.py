@@ -126,6 +126,31 @@ def test_short_sft_lowers_the_loss():
     assert after < before - 1.0, (before, after)
 
 
+@pytest.mark.parametrize("micro", [1, 3, 7])
+def test_an_sft_step_in_micro_batches_takes_the_whole_batchs_step(micro):
+    """sft.micro_batch: slices of the batch, each weighted by its response tokens, give the whole batch's loss and
+    gradients (to float rounding); rows of different response lengths make an unweighted mean differ."""
+    import copy
+    import random
+
+    from reasoning_rl.models.sft import auto_micro_batch, sft_step
+
+    cfg = config.load(Config, overrides=["model.tiny.num_layers=1", "sft.batch_size=8"])
+    rows, _ = make_rows(cfg.tasks)
+    base, tok = build_tiny(cfg)
+    grads, losses = [], []
+    for m in (0, micro):
+        model = copy.deepcopy(base)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)  # the step leaves the weights; the gradients stay
+        s = config.load(Config, overrides=["sft.batch_size=8", f"sft.micro_batch={m}", "sft.worked_fraction=0.5"]).sft
+        losses.append(sft_step(model, tok, opt, rows, random.Random(0), s))
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+    assert auto_micro_batch(60, 40) >= 64 and auto_micro_batch(400, 49_152) == 13  # tiny: whole; real: 13 rows
+
+
 @pytest.mark.slow  # two fresh interpreters, one of them training; the SFT itself is tested in-process above
 def test_cli_sft_writes_a_checkpoint_and_prints_accuracy(tmp_path):
     r = subprocess.run([PY, "-m", "reasoning_rl", "sft", "--set", "sft.steps=20", "--set", "sft.batch_size=8", "--set", "eval.size=10",

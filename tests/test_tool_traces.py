@@ -111,14 +111,15 @@ def test_a_cold_start_on_traces_then_a_grpo_round_in_which_the_real_model_calls_
                             for p in problems(16, seed=11, scale=2)))
     model = ["--set", "model.name_or_path=smollm2-135m-instruct", "--set", "num_threads=2"]
     run("traces", "-n", "48", "-o", str(tmp_path / "traces"), *model)
-    run("sft", "--samples", str(tmp_path / "traces" / "samples.jsonl"), "--steps", "24", "--output",
-        str(tmp_path / "cold"), "--dataset", str(held), "--set", "eval.size=4", "--set", "sft.lr=1e-4", *model)
+    run("sft", "--samples", str(tmp_path / "traces" / "samples.jsonl"), "--steps", "16", "--output",
+        str(tmp_path / "cold"), "--dataset", str(held), "--set", f"tasks.test_split={held}", "--set", "eval.size=4",
+        "--set", "sft.batch_size=8", "--set", "sft.lr=2e-4", "--set", "sft.warmup_steps=2", *model)
     run("train", "grpo", "--dataset", str(held), "--set", f"model.name_or_path={tmp_path / 'cold'}",
         "--set", "num_threads=2", "--set", f"output_dir={tmp_path / 'run'}", "--set", "grpo.environment=python",
         "--set", "grpo.steps=1", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
         "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.eval_every=0",
         "--set", "grpo.max_turns=3", "--set", "grpo.max_episode_tokens=384", "--set", "generation.max_tokens=96",
-        "--set", "grpo.checkpoint_every=0", "--set", "tasks.heldout_percent=1",
+        "--set", "grpo.checkpoint_every=0", "--set", f"tasks.test_split={held}",
         "--set", "tasks.instruction=Use the python tool for exact arithmetic: write a ```python block that prints "
                  "the result, read its output, then put the final answer in \\boxed{}.")
     lines = [json.loads(x) for x in (tmp_path / "run" / "archive.jsonl").read_text().splitlines()]

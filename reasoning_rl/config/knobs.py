@@ -183,6 +183,8 @@ def _parse_scalar(text: str) -> Any:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, dict) and not text.lstrip().startswith("{"):
+        return text.strip()  # "Do this: then that" is a sentence, not a YAML mapping (a mapping is written {...})
     if isinstance(value, str) and "#" in text and not text.lstrip().startswith(("'", '"')):
         return text.strip()  # " #..." is a YAML comment; in `--set key=text` it is part of the text
     if isinstance(value, str):  # YAML 1.1 reads "1e-4" as a string; a user means the number

@@ -198,6 +198,10 @@ class EvalConfig:
 class SFTConfig:
     steps: int = knob(1200, "optimiser steps of the tiny model's supervised warm start", min=1)
     batch_size: int = knob(64, "sequences per step", min=1)
+    micro_batch: int = knob(0, "sequences per forward/backward pass, gradients accumulated over the step's batch "
+                               "(the same loss: weighted by response tokens); 0 = as many as keep a pass's logits "
+                               "under 1 GiB (the whole batch for the tiny model; about 13 rows of 400 tokens for a "
+                               "49k-token vocabulary)", min=0)
     lr: float = knob(3e-3, "peak AdamW learning rate", min=0.0)
     warmup_steps: int = knob(50, "linear warm-up steps, then cosine decay to 0.1 x lr", min=0)
     weight_decay: float = knob(0.0, "AdamW weight decay", min=0.0)

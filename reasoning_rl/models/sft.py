@@ -38,7 +38,8 @@ EMBEDDED_TASK_KNOBS = ("kind", "families", "max_digits", "num_train", "num_test"
 
 
 def sft_cache_dir(cfg: Config) -> str:
-    shaping = {k: v for k, v in asdict(cfg.sft).items() if k != "log_every"}  # what the weights depend on
+    shaping = {k: v for k, v in asdict(cfg.sft).items() if k not in ("log_every", "micro_batch")}  # what the
+    # weights depend on (micro-batches change the float rounding only)
     if not shaping["tool_fraction"]:  # off: the key of every checkpoint made before the knob existed
         del shaping["tool_fraction"]
     tasks = {k: v for k, v in asdict(cfg.tasks).items() if k in EMBEDDED_TASK_KNOBS}  # the data it trains on
@@ -120,13 +121,28 @@ def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, 
 
     batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
     ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [_target(r, s, rng) for r in batch])
-    loss = sft_loss(model, ids, attn, resp)
     opt.zero_grad(set_to_none=True)
-    loss.backward()
+    rows = s.micro_batch or auto_micro_batch(ids.shape[1], model.get_output_embeddings().weight.shape[0])
+    if rows >= len(batch):
+        loss = sft_loss(model, ids, attn, resp)
+        loss.backward()
+    else:  # each slice's NLL sum over the batch's response tokens: the gradients add up to the whole batch's
+        total = resp[:, 1:].sum().clamp(min=1)
+        loss = 0.0
+        for i in range(0, len(batch), rows):
+            part = sft_loss(model, ids[i:i + rows], attn[i:i + rows], resp[i:i + rows])
+            part = part * resp[i:i + rows, 1:].sum() / total  # a slice's mean NLL x its share of the tokens
+            part.backward()
+            loss += part.detach()
     if s.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
     opt.step()
     return loss.item()
+
+
+def auto_micro_batch(length: int, vocab: int, budget: int = 2**28) -> int:
+    """Rows per pass that keep its float32 logits (rows, length, vocab) under `budget` values (1 GiB)."""
+    return max(1, budget // max(1, length * vocab))
 
 
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
