@@ -77,10 +77,10 @@ def test_train_grpo_under_accelerate_launch_gathers_both_ranks_and_rank0_alone_w
     assert (out / "final" / "config.json").exists() and (out / "checkpoint").exists()
 
 
-def _launch(args: list[str], timeout: int = 500) -> subprocess.CompletedProcess:
-    """`accelerate launch` with the shipped 2-process CPU config."""
+def _launch(args: list[str], timeout: int = 500, config: str = "ddp_cpu.yaml") -> subprocess.CompletedProcess:
+    """`accelerate launch` with a shipped 2-process CPU config."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    return subprocess.run([accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate/ddp_cpu.yaml"),
+    return subprocess.run([accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate" / config),
                            "-m", "reasoning_rl", *args],
                           cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=timeout)
 
@@ -116,6 +116,50 @@ def test_train_dpo_under_accelerate_launch(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "from 2 ranks" in r.stdout and r.stdout.count("dpo (ours, ") == 1
     assert (tmp_path / "dpo_ours" / "config.json").exists()
+
+
+TINY = ["--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set", "eval.size=8",
+        "--set", "generation.max_tokens=8"]
+SHARDED = {  # each trainer under the FSDP2 config: its command line, and what its run leaves
+    "dpo": (["train", "dpo", "--pairs", "{pairs}", "--set", "dpo.batch_size=4", "--set", "dpo.epochs=1"],
+            "dpo_ours"),
+    "distill": (["train", "distill", "--set", "distill.teacher=tiny", "--set", "distill.steps=2", "--set",
+                 "distill.prompts_per_step=4", "--set", "distill.group_size=4", "--set", "distill.eval_every=0",
+                 "--set", "distill.checkpoint_every=0", "--set", "distill.verifier_workers=1"], "final"),
+    "grpo-lora": (["train", "grpo", "--set", "model.lora.r=4", "--set", "grpo.beta=0", "--set", "grpo.steps=2",
+                   "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4", "--set", "grpo.eval_every=0",
+                   "--set", "grpo.filter_mixed=false", "--set", "grpo.verifier_workers=1"], "final"),
+}
+
+
+@pytest.mark.slow  # two processes through a whole trainer, each
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("trainer", sorted(SHARDED))
+def test_each_trainer_runs_sharded_under_the_fsdp2_config(tmp_path, trainer):
+    """DPO, distillation and a LoRA GRPO run under `accelerate launch` with the FSDP2 config: they finish, say they
+    are sharded, and write a final model a single process loads; PPO is refused in one line (its critic is not
+    sharded)."""
+    import json
+
+    pairs = tmp_path / "pairs.jsonl"  # the untrained tiny model samples no mixed group: pairs given
+    pairs.write_text("".join(json.dumps({"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str(a + b + 1)})
+                             + "\n" for a in range(10, 14) for b in range(3, 7)))
+    args, final = SHARDED[trainer]
+    args = [x.replace("{pairs}", str(pairs)) for x in args]
+    out = tmp_path / "run"
+    r = _launch([*args, "--set", f"output_dir={out}", *TINY], config="fsdp2_cpu.yaml")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "FSDP2" in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
+    folder = next(p for p in out.rglob("config.json") if final in p.parts or p.parent.name == final).parent \
+        if trainer != "grpo-lora" else out / "final"
+    assert folder.is_dir() and any(folder.glob("*.safetensors"))
+    if trainer == "grpo-lora":  # adapters alone, a PEFT folder: the tiny model's base is built in code, so merged
+        assert (folder / "adapter").is_dir() or (folder / "adapter_config.json").is_file()
+    ppo = _launch(["train", "ppo", "--set", f"output_dir={tmp_path / 'ppo'}", *TINY], config="fsdp2_cpu.yaml") \
+        if trainer == "dpo" else None
+    if ppo is not None:
+        assert ppo.returncode != 0 and "train ppo: error: PPO (its critic is a copy of the policy's body) under " \
+            "FSDP2 is not supported yet" in ppo.stderr, ppo.stderr[-2000:]  # each rank's one line; the launcher 1
 
 
 def _free_port() -> int:

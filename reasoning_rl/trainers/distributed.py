@@ -61,6 +61,17 @@ class Ranks:
         """`log` on rank 0; a no-op on the others (one copy of every line)."""
         return log if self.main else (lambda *_a, **_k: None)
 
+    def describe(self) -> str | None:
+        """One log line on how the ranks share the model, or None for one process."""
+        if self.world == 1:
+            return None
+        if self.plan is None:
+            return f"DDP over {self.world} processes: each holds the whole model, gradients averaged"
+        p = self.plan
+        return (f"FSDP2 over {self.world} processes: each holds 1/{self.world} of the weights, gradients and optimiser "
+                f"state (reshard after forward {p.reshard_after_forward}, activation checkpointing "
+                f"{p.activation_checkpointing}, mixed precision {p.mixed_precision}, offload {p.offload})")
+
     def wrap(self, model):
         """The module to run forward/backward through: under FSDP2 the model itself, sharded in place (build its
         optimiser after this); DDP (gradients averaged across ranks) under another launcher; else the model."""
