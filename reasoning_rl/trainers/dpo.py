@@ -91,8 +91,8 @@ def train_dpo_ours(cfg: Config, model, tok, rows: Sequence[dict], log=print,
         raise ValueError(f"dpo.batch_size ({d.batch_size}) must be at least the number of processes ({ranks.world})")
     ref = ranks.wrap_frozen(reference_of(model))  # with LoRA: the base model, adapters disabled; FSDP2: sharded
     policy_t = ranks.wrap(model)  # DDP under a launcher; FSDP2 shards `model` in place (the optimiser comes after)
-    if ranks.describe():
-        log(ranks.describe())
+    if sharing := ranks.describe():
+        log(sharing)
     rng = random.Random(cfg.seed)  # the same order on every rank
     rows = list(rows)
     with ranks.full_weights(ref):  # FSDP2: the reference scores without collectives

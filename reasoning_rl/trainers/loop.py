@@ -207,8 +207,8 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     sampler = make_sampler(rl.sampler, list(by_id), G=rl.group_size, seed=cfg.seed + ranks.rank, ledger=ledger,
                            **easy)
     wrapped = ranks.wrap(model)  # DDP under a launcher; FSDP2 shards `model` in place, so the optimiser comes after
-    if ranks.describe():
-        log(ranks.describe())
+    if sharing := ranks.describe():
+        log(sharing)
     opt, sched = adamw(model, rl.lr, rl.warmup_steps)
     policy = Net("policy", model, wrapped, opt, sched, "grad_norm")
     rngs = {"sampler": sampler.rng, "shuffle": random.Random(cfg.seed)}
