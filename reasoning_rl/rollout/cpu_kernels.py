@@ -63,12 +63,10 @@ def resolve(setting: str, model, rows: int = 16) -> Kernels:
     first = next(model.parameters(), None)
     if setting == "eager" or first is None or first.device.type != "cpu":
         return Kernels(False, False, False)
-    can_pack = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
     if setting == "packed":
-        return Kernels(can_pack, True, True)
-    if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
-        return Kernels(False, False, False)
-    return chosen(model, rows, Kernels(can_pack, True, True), decoding_with).kernels
+        return _possible()
+    found = _measured(model, rows)
+    return found.kernels if found else Kernels(False, False, False)
 
 
 def auto_choice(setting: str, model, rows: int) -> str | None:
@@ -76,11 +74,20 @@ def auto_choice(setting: str, model, rows: int) -> str | None:
     log line with its timings; else None. A run calls it once before its first rollout, so the measurement is in
     its log and not inside a round's time."""
     first = next(model.parameters(), None)
-    if setting != "auto" or first is None or first.device.type != "cpu" \
-            or sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
+    found = _measured(model, rows) if setting == "auto" and first is not None and first.device.type == "cpu" else None
+    return found.describe() if found else None
+
+
+def _possible() -> Kernels:
+    """Every kernel this torch build can run (packing needs oneDNN's linear)."""
+    return Kernels(torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"), True, True)
+
+
+def _measured(model, rows: int):
+    """`auto`'s measured choice for a CPU model (kernel_choice.Chosen), or None under the size floor."""
+    if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
         return None
-    can_pack = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    return chosen(model, rows, Kernels(can_pack, True, True), decoding_with).describe()
+    return chosen(model, rows, _possible(), decoding_with)
 
 
 def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
