@@ -50,16 +50,8 @@ class FleetEngine:
     def generate(self, prompts: Sequence[PromptRow | dict | str], n: int, sampling: SamplingConfig) -> list[Group]:
         rows = as_rows(prompts)
         S = len(self.servers)
-        dealt = [[i for i in range(len(rows)) if i % S == k] for k in range(S)]  # prompt i -> server i mod S
-        before = [s.busy_s for s in self.servers]
-        with ThreadPoolExecutor(max_workers=S) as ex:
-            parts = list(ex.map(lambda k: self.servers[k].generate([rows[i] for i in dealt[k]], n, sampling)
-                                if dealt[k] else [], range(S)))
-        out: list[Group | None] = [None] * len(rows)
-        for k, part in enumerate(parts):
-            for i, g in zip(dealt[k], part):
-                out[i] = g
-        self._note(dealt, before, len(rows))
+        out = self._spread([i % S for i in range(len(rows))],  # prompt i -> server i mod S
+                           lambda server, idx: server.generate([rows[i] for i in idx], n, sampling))
         return [g for g in out if g is not None]
 
     def continue_ids(self, seqs: Sequence[Sequence[int]], max_new: int, stops: Sequence[int], sampling: SamplingConfig,
@@ -68,21 +60,22 @@ class FleetEngine:
         S = len(self.servers)
         home = [int(hashlib.sha256(repr(k).encode()).hexdigest()[:8], 16) % S if keys is not None else i % S
                 for i, k in enumerate(keys if keys is not None else range(len(seqs)))]
-        dealt = [[i for i in range(len(seqs)) if home[i] == k] for k in range(S)]
+        return self._spread(home, lambda server, idx: server.continue_ids(
+            [seqs[i] for i in idx], max_new, stops, sampling, [seeds[i] for i in idx] if seeds else None))
+
+    def _spread(self, home: list[int], call) -> list:
+        """Item i sent to server home[i], every server's items in one `call(server, indices)` at once, the results
+        back in the items' order (None where a call returned fewer); each server's share and latency noted."""
+        S = len(self.servers)
+        dealt = [[i for i in range(len(home)) if home[i] == k] for k in range(S)]
         before = [s.busy_s for s in self.servers]
-
-        def run(k: int) -> list:
-            idx = dealt[k]
-            return self.servers[k].continue_ids([seqs[i] for i in idx], max_new, stops, sampling,
-                                                [seeds[i] for i in idx] if seeds else None) if idx else []
-
         with ThreadPoolExecutor(max_workers=S) as ex:
-            parts = list(ex.map(run, range(S)))
-        out: list = [None] * len(seqs)
+            parts = list(ex.map(lambda k: call(self.servers[k], dealt[k]) if dealt[k] else [], range(S)))
+        out: list = [None] * len(home)
         for k, part in enumerate(parts):
             for i, r in zip(dealt[k], part):
                 out[i] = r
-        self._note(dealt, before, len(seqs))
+        self._note(dealt, before, len(home))
         return out
 
     def _note(self, dealt: list[list[int]], before: list[float], total: int) -> None:
