@@ -36,18 +36,30 @@ def sampling(max_tokens=6):
 
 
 def record_sampling(monkeypatch) -> list:
-    """Every turn's sampled ids, per row, as the decoder returned them (decode.sample_kept recorded, not replaced)."""
-    from reasoning_rl.rollout import decode
+    """Every turn's sampled ids, per row, as the decoder returned them (decode.sample_kept recorded, not replaced).
+    The rollouts that `cpu_decode=auto` times on a model above its size floor (kernel_choice.measure, on random
+    prompts, the first time a process meets a shape this machine has not cached) are not turns and are left out."""
+    from reasoning_rl.rollout import decode, kernel_choice
 
     sampled = []
-    real = decode.sample_kept
+    measuring = []
+    real, real_measure = decode.sample_kept, kernel_choice.measure
 
     def recording(*a, **k):
         out = real(*a, **k)
-        sampled.append([row[:n] for row, n in zip(out[0].tolist(), out[2].tolist())])
+        if not measuring:
+            sampled.append([row[:n] for row, n in zip(out[0].tolist(), out[2].tolist())])
         return out
 
+    def measure(*a, **k):
+        measuring.append(True)
+        try:
+            return real_measure(*a, **k)
+        finally:
+            measuring.pop()
+
     monkeypatch.setattr(decode, "sample_kept", recording)
+    monkeypatch.setattr(kernel_choice, "measure", measure)
     return sampled
 
 
