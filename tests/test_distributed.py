@@ -126,9 +126,15 @@ SHARDED = {  # each trainer under the FSDP2 config: its command line, and what i
     "distill": (["train", "distill", "--set", "distill.teacher=tiny", "--set", "distill.steps=2", "--set",
                  "distill.prompts_per_step=4", "--set", "distill.group_size=4", "--set", "distill.eval_every=0",
                  "--set", "distill.checkpoint_every=0", "--set", "distill.verifier_workers=1"], "final"),
-    "grpo-lora": (["train", "grpo", "--set", "model.lora.r=4", "--set", "grpo.beta=0", "--set", "grpo.steps=2",
+    # LoRA with a KL term: the reference is the policy with its adapters off, its forwards collectives in step
+    "grpo-lora": (["train", "grpo", "--set", "model.lora.r=4", "--set", "grpo.beta=0.05", "--set", "grpo.steps=2",
                    "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4", "--set", "grpo.eval_every=0",
                    "--set", "grpo.filter_mixed=false", "--set", "grpo.verifier_workers=1"], "final"),
+    "dpo-lora": (["train", "dpo", "--pairs", "{pairs}", "--set", "model.lora.r=4", "--set", "dpo.batch_size=4",
+                  "--set", "dpo.epochs=1"], "dpo_ours"),
+    "ppo-lora": (["train", "ppo", "--set", "model.lora.r=4", "--set", "ppo.beta=0.05", "--set", "ppo.steps=2",
+                  "--set", "ppo.prompts_per_step=4", "--set", "ppo.group_size=4", "--set", "ppo.eval_every=0",
+                  "--set", "ppo.filter_mixed=false", "--set", "ppo.verifier_workers=1"], "final"),
 }
 
 
@@ -136,9 +142,9 @@ SHARDED = {  # each trainer under the FSDP2 config: its command line, and what i
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("trainer", sorted(SHARDED))
 def test_each_trainer_runs_sharded_under_the_fsdp2_config(tmp_path, trainer):
-    """DPO, distillation and a LoRA GRPO run under `accelerate launch` with the FSDP2 config: they finish, say they
-    are sharded, and write a final model a single process loads; PPO is refused in one line (its critic is not
-    sharded)."""
+    """DPO, distillation, and GRPO, DPO and PPO with LoRA and a reference (the policy with its adapters off) run
+    under `accelerate launch` with the FSDP2 config: they finish, say they are sharded, and write a final model a
+    single process loads."""
     import json
 
     pairs = tmp_path / "pairs.jsonl"  # the untrained tiny model samples no mixed group: pairs given
@@ -150,16 +156,12 @@ def test_each_trainer_runs_sharded_under_the_fsdp2_config(tmp_path, trainer):
     r = _launch([*args, "--set", f"output_dir={out}", *TINY], config="fsdp2_cpu.yaml")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "FSDP2" in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
+    lora = trainer.endswith("-lora")
     folder = next(p for p in out.rglob("config.json") if final in p.parts or p.parent.name == final).parent \
-        if trainer != "grpo-lora" else out / "final"
-    assert folder.is_dir() and any(folder.glob("*.safetensors"))
-    if trainer == "grpo-lora":  # adapters alone, a PEFT folder: the tiny model's base is built in code, so merged
-        assert (folder / "adapter").is_dir() or (folder / "adapter_config.json").is_file()
-    ppo = _launch(["train", "ppo", "--set", f"output_dir={tmp_path / 'ppo'}", *TINY], config="fsdp2_cpu.yaml") \
-        if trainer == "dpo" else None
-    if ppo is not None:
-        assert ppo.returncode != 0 and "train ppo: error: PPO (its critic is a copy of the policy's body) under " \
-            "FSDP2 is not supported yet" in ppo.stderr, ppo.stderr[-2000:]  # each rank's one line; the launcher 1
+        if trainer not in ("grpo-lora", "ppo-lora") else out / "final"
+    assert folder.is_dir() and any(folder.rglob("*.safetensors"))
+    if lora:  # adapters alone, a PEFT folder: the tiny model's base is built in code, so merged
+        assert (folder / "adapter").is_dir() or (folder / "adapter_config.json").is_file(), sorted(folder.rglob("*"))
 
 
 def _free_port() -> int:
@@ -224,26 +226,55 @@ def test_fsdp2_over_two_nodes_equals_one_process(tmp_path):
         torch.testing.assert_close(d["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5)
 
 
-GRPO_SMALL = ["--set", "model.tiny.num_layers=1", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
-              "--set", "grpo.filter_mixed=false", "--set", "grpo.sampler=uniform", "--set", "grpo.eval_every=0",
-              "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.checkpoint_every=1",
-              "--set", "grpo.verifier_workers=1", "--set", "grpo.train_prompts=64", "--set", "grpo.lr=3e-3",
-              "--set", "generation.max_tokens=8"]
+@pytest.mark.slow  # two torchrun launchers, then one process: about 20 s
+@pytest.mark.timeout(600)
+def test_fsdp2_lora_with_its_reference_equals_one_process(tmp_path):
+    """LoRA with a KL term under FSDP2 over two nodes: the reference is the sharded policy with its adapters off, so
+    its forward is a collective; rank 1's zero-loss pass runs it too, and the adapters' gradient gathered from the
+    shards equals one process's (the KL term moves it: the adapters are random, not zero)."""
+    two, one, plain = tmp_path / "two.pt", tmp_path / "one.pt", tmp_path / "plain.pt"
+    runs = two_nodes(["-m", "tests.helpers.fsdp_update", str(two), "--lora", "--kl"],
+                     run_env(OMP_NUM_THREADS="1", **FSDP_ENV))
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-3000:] + runs[1].stderr[-3000:]
+    for args, out in ((["--one-process", "--lora", "--kl"], one), (["--one-process", "--lora"], plain)):
+        subprocess.run([sys.executable, "-m", "tests.helpers.fsdp_update", str(out), *args], cwd=ROOT,
+                       env=run_env(OMP_NUM_THREADS="1"), check=True, capture_output=True, timeout=300)
+    a, b = torch.load(two), torch.load(one)
+    assert a["extra_passes"] == [0, 1] and a["grads"].keys() == b["grads"].keys()
+    assert a["grads"] and all("lora_" in k for k in a["grads"])  # only the adapters train
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+    for k in a["grads"]:
+        torch.testing.assert_close(a["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5)
+    c = torch.load(plain)  # the same adapters without the KL term: another loss and gradient
+    assert a["loss"] != pytest.approx(c["loss"], abs=1e-5)
+    assert any(not torch.allclose(c["grads"][k], b["grads"][k], atol=1e-7, rtol=1e-5) for k in b["grads"])
 
 
-def _fsdp_run(out, steps: int, *extra: str, resume: bool = False) -> subprocess.CompletedProcess:
-    """GRPO under `accelerate launch` with the shipped FSDP2 CPU config (two processes)."""
+def _small(algo: str) -> list[str]:
+    """A few steps of `algo` (grpo or ppo) on the one-layer tiny model, a checkpoint each step."""
+    knobs = {"prompts_per_step": 4, "group_size": 4, "filter_mixed": "false", "sampler": "uniform", "eval_every": 0,
+             "eval_at_start": "false", "eval_at_end": "false", "checkpoint_every": 1, "verifier_workers": 1,
+             "train_prompts": 64, "lr": 3e-3}
+    return ["--set", "model.tiny.num_layers=1", "--set", "generation.max_tokens=8",
+            *[x for k, v in knobs.items() for x in ("--set", f"{algo}.{k}={v}")]]
+
+
+GRPO_SMALL = _small("grpo")
+
+
+def _fsdp_run(out, steps: int, *extra: str, resume: bool = False, algo: str = "grpo") -> subprocess.CompletedProcess:
+    """GRPO (or PPO) under `accelerate launch` with the shipped FSDP2 CPU config (two processes)."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     args = [accelerate, "launch", "--config_file", str(ROOT / "examples/accelerate/fsdp2_cpu.yaml"), "-m",
-            "reasoning_rl", "train", "grpo", "--set", f"output_dir={out}", "--set", f"grpo.steps={steps}",
-            *GRPO_SMALL, *extra, *(["--resume"] if resume else [])]
+            "reasoning_rl", "train", algo, "--set", f"output_dir={out}", "--set", f"{algo}.steps={steps}",
+            *_small(algo), *extra, *(["--resume"] if resume else [])]
     return subprocess.run(args, cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True,
                           timeout=500)
 
 
-def _one_run(out, steps: int, resume: bool = False) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "reasoning_rl", "train", "grpo", "--set", f"output_dir={out}", "--set",
-            f"grpo.steps={steps}", *GRPO_SMALL, *(["--resume"] if resume else [])]
+def _one_run(out, steps: int, *extra: str, resume: bool = False, algo: str = "grpo") -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "reasoning_rl", "train", algo, "--set", f"output_dir={out}", "--set",
+            f"{algo}.steps={steps}", *_small(algo), *extra, *(["--resume"] if resume else [])]
     return subprocess.run(args, cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True,
                           timeout=500)
 
@@ -260,25 +291,41 @@ def _final_weights(out) -> dict:
     return load_file(str(out / "final" / "model.safetensors"))
 
 
-@pytest.mark.slow  # three two-process runs of the whole trainer: about two minutes
+PPO_SHARDED = ("--set", "ppo.minibatch_size=4", "--set", "ppo.micro_batch_size=3", "--set", "ppo.beta=0.05",
+               "--set", "ppo.adaptive_kl=true")  # micro-batches that do not divide, a KL term and its controller
+
+
+@pytest.mark.slow  # three two-process runs of the whole trainer: about two minutes each
 @pytest.mark.timeout(900)
-def test_fsdp2_grpo_resumes_under_the_launcher_on_the_same_trajectory(tmp_path):
-    """GRPO with FSDP2 over two processes: 3 steps straight equal 2 steps, then `--resume` (extended to 3) under the
-    same launcher, step for step (rewards, losses) and in the final weights; the checkpoint is a
-    torch.distributed.checkpoint folder with one random state per rank."""
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_fsdp2_resumes_under_the_launcher_on_the_same_trajectory(tmp_path, algo):
+    """GRPO, and PPO with its critic sharded like the policy, with FSDP2 over two processes: 3 steps straight equal
+    2 steps, then `--resume` (extended to 3) under the same launcher, step for step (rewards, losses, the critic's
+    loss and values) and in the final weights; the checkpoint is a torch.distributed.checkpoint folder with one random
+    state per rank, the critic and its optimiser among its shards."""
+    extra = PPO_SHARDED if algo == "ppo" else ()
     a, b = tmp_path / "straight", tmp_path / "resumed"
-    r = _fsdp_run(a, 3)
+    r = _fsdp_run(a, 3, *extra, algo=algo)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = _fsdp_run(b, 2)
+    assert "FSDP2 over 2 processes" in r.stdout
+    r = _fsdp_run(b, 2, *extra, algo=algo)
     assert r.returncode == 0, r.stderr[-3000:]
     assert {p.name for p in (b / "checkpoint").iterdir()} >= {"dcp", "rank0.pt", "rank1.pt", "state.pt"}
-    r = _fsdp_run(b, 3, resume=True)
+    if algo == "ppo":  # the critic's weights and moments are shards in dcp/, not rank 0's part in state.pt
+        from torch.distributed.checkpoint import FileSystemReader
+
+        saved = FileSystemReader(str(b / "checkpoint" / "dcp")).read_metadata().state_dict_metadata
+        assert any(k.startswith("critic.body.") for k in saved) and any(k.startswith("critic_optim.") for k in saved)
+        assert "critic" not in torch.load(b / "checkpoint" / "state.pt", weights_only=False)["extra"]
+    r = _fsdp_run(b, 3, *extra, algo=algo, resume=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stdout and "resharded" not in r.stdout  # the same world: no departure
     ma, mb = _metrics(a), _metrics(b)
     assert [m["step"] for m in mb] == [1, 2, 3]
+    keys = ("reward/mean", "loss/policy", "train/samples") + (("loss/value", "kl", "kl_coef") if algo == "ppo" else ())
     for x, y in zip(ma, mb):
-        for k in ("reward/mean", "loss/policy", "train/samples"):
+        for k in keys:
+            assert k in x, (k, sorted(x))
             assert x.get(k) == pytest.approx(y.get(k), abs=1e-6), (x["step"], k)
     wa, wb = _final_weights(a), _final_weights(b)
     assert wa.keys() == wb.keys()
@@ -288,15 +335,18 @@ def test_fsdp2_grpo_resumes_under_the_launcher_on_the_same_trajectory(tmp_path):
 
 @pytest.mark.slow  # a two-process run, a one-process resume, a one-process run and a two-process resume
 @pytest.mark.timeout(900)
-def test_a_checkpoint_resumes_with_another_world_size_and_says_so(tmp_path):
-    """2 ranks -> 1 process and 1 process -> 2 ranks (FSDP2): the weights and optimiser state reshard as they load,
-    the run continues to its end and writes a plain final/ folder, and the log says the trajectory departs."""
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_a_checkpoint_resumes_with_another_world_size_and_says_so(tmp_path, algo):
+    """2 ranks -> 1 process and 1 process -> 2 ranks (FSDP2): the weights and optimiser state (PPO: the critic's
+    too) reshard as they load, the run continues to its end and writes a plain final/ folder, and the log says the
+    trajectory departs."""
+    extra = PPO_SHARDED if algo == "ppo" else ()
     for name, first, then, said in (("two", _fsdp_run, _one_run, ("written by 2 process(es) with 1", "resharded")),
                                     ("one", _one_run, _fsdp_run, ("written by 1 process(es) with 2",
                                                                   "start from the run's seed"))):
         out = tmp_path / name
-        assert first(out, 2).returncode == 0
-        r = then(out, 3, resume=True)
+        assert first(out, 2, *extra, algo=algo).returncode == 0
+        r = then(out, 3, *extra, algo=algo, resume=True)
         assert r.returncode == 0, r.stderr[-3000:]
         assert all(line in r.stdout for line in said), r.stdout[-2000:]
         assert [m["step"] for m in _metrics(out)] == [1, 2, 3] and (out / "final" / "model.safetensors").exists()

@@ -9,7 +9,8 @@ renamed into place; the previous one is moved aside first and removed last. A ki
 moment leaves the new checkpoint, or the previous one (put back by `run_dir.recover_checkpoint`, which `exists`,
 `load` and `save` call first), never a partial one; the leftovers of a killed save are removed.
 `extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
-scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`. The run's config
+scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`; under a launcher the further
+trained models and their optimisers (`nets`) go through torch.distributed.checkpoint with the policy instead. The run's config
 is saved beside the states (`config.json`), so `--resume` can say what changed (`resume_changes`).
 
 Under a launcher (`save_ranks` / `load_ranks`: every rank calls them) the weights and the optimiser state go
@@ -128,9 +129,10 @@ def _write_config_and_ledger(tmp: str, config: dict | None, ledger_conn: sqlite3
 
 
 def save_ranks(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger_conn, logs: tuple[str, ...],
-               ranks, extra: dict | None = None, config: dict | None = None) -> str:
+               ranks, extra: dict | None = None, config: dict | None = None, nets: dict | None = None) -> str:
     """The checkpoint of `step` under a launcher; every rank calls it (see the module docstring). Rank 0 alone
-    needs `ledger_conn`, `logs`, `extra` and `config`; the others' are ignored."""
+    needs `ledger_conn`, `logs`, `extra` and `config`; the others' are ignored. `nets`: further trained models,
+    {name: (module, optimiser)} (PPO's critic), saved through torch.distributed.checkpoint like the policy."""
     import torch
     import torch.distributed.checkpoint as dcp
 
@@ -141,7 +143,7 @@ def save_ranks(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
     ranks.barrier()
-    dcp.save({"model": _model_state(model), "optim": _optim_state(model, opt)}, checkpoint_id=os.path.join(tmp, "dcp"))
+    dcp.save(_dcp_state(model, opt, nets), checkpoint_id=os.path.join(tmp, "dcp"))
     torch.save({"torch_rng": torch.get_rng_state(), "py_rngs": {k: r.getstate() for k, r in rngs.items()}},
                os.path.join(tmp, f"rank{ranks.rank}.pt"))
     if ranks.main:
@@ -158,6 +160,14 @@ def save_ranks(output_dir: str, step: int, model, opt, sched, rngs: dict, ledger
         shutil.rmtree(old, ignore_errors=True)
     ranks.barrier()
     return final
+
+
+def _dcp_state(model, opt, nets: dict | None) -> dict:
+    """What torch.distributed.checkpoint saves and loads: the policy's and each further net's weights and optimiser."""
+    state = {"model": _model_state(model), "optim": _optim_state(model, opt)}
+    for name, (module, net_opt) in (nets or {}).items():
+        state[name], state[f"{name}_optim"] = _model_state(module), _optim_state(module, net_opt)
+    return state
 
 
 def _trained_names(model) -> set[str] | None:
@@ -188,9 +198,9 @@ def _by_name(model, opt_state: dict) -> dict:
 
 
 def load_ranks(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, ...], ranks,
-               extra: dict | None = None) -> tuple[int, str | None]:
+               extra: dict | None = None, nets: dict | None = None) -> tuple[int, str | None]:
     """Restore any checkpoint under a launcher (every rank calls it); returns (its step, a line saying what a change
-    of world size did, or None)."""
+    of world size did, or None). `nets` as `save_ranks`'s; a one-process checkpoint holds them among its extras."""
     import torch
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
@@ -204,11 +214,15 @@ def load_ranks(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, 
         raise FileNotFoundError(f"--resume: no checkpoint at {path}")
     state = torch.load(path, weights_only=False)
     strict = _trained_names(model) is None
+    nets = nets or {}
     if state.get("format") == "dcp":
-        sd = {"model": _model_state(model), "optim": _optim_state(model, opt)}
+        sd = _dcp_state(model, opt, nets)
         dcp.load(sd, checkpoint_id=os.path.join(folder, "dcp"))
         set_model_state_dict(model, sd["model"], options=StateDictOptions(strict=strict))
         set_optimizer_state_dict(model, opt, sd["optim"])
+        for name, (module, net_opt) in nets.items():
+            set_model_state_dict(module, sd[name], options=StateDictOptions(strict=_trained_names(module) is None))
+            set_optimizer_state_dict(module, net_opt, sd[f"{name}_optim"])
         mine = os.path.join(folder, f"rank{ranks.rank}.pt")
         random_state = torch.load(mine, weights_only=False) if os.path.exists(mine) else None
         world = int(state["world"])
@@ -216,6 +230,12 @@ def load_ranks(output_dir: str, model, opt, sched, rngs: dict, logs: tuple[str, 
         full = StateDictOptions(full_state_dict=True, strict=strict)
         set_model_state_dict(model, state["model"], options=full)
         set_optimizer_state_dict(model, opt, _by_name(model, state["opt"]), options=full)
+        for name, (module, net_opt) in nets.items():  # a one-process run kept them among its extras
+            if name not in state.get("extra", {}):
+                raise ValueError(f"--resume: the checkpoint at {path} has no {name!r} state (written by another "
+                                 f"trainer?)")
+            set_model_state_dict(module, state["extra"][name], options=full)
+            set_optimizer_state_dict(module, net_opt, _by_name(module, state["extra"][f"{name}_opt"]), options=full)
         random_state = state if ranks.main else None
         world = 1
     sched.load_state_dict(state["sched"])

@@ -6,6 +6,8 @@ nothing to do still owes the others.
     ranks.wrap(model)               FSDP2 when the launcher asks for it (sharding.py), else DDP under a launcher
                                     (gradients averaged), else the model
     ranks.wrap_frozen(model)        a frozen model (the reference) sharded under FSDP2, else as it is
+    ranks.in_step(ref)              the reference if its forwards are collectives (LoRA under FSDP2), else None
+    ranks.whole_copy(model)         FSDP2: every rank's unsharded copy (PPO's critic starts from one)
     ranks.full_weights(*models)     FSDP2: whole weights within the block, forwards without collectives
     ranks.even_passes(planned, touch)   FSDP2: every rank's training passes in step (padded with zero-loss ones)
     ranks.gather(items)             every rank's items, in rank order, on every rank
@@ -25,7 +27,6 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..errors import UserError
 from .sharding import ShardPlan, full_weights, gathered, shard
 
 
@@ -81,21 +82,20 @@ class Ranks:
 
     def wrap_frozen(self, model):
         """A model that only scores (the reference): sharded like the policy under FSDP2, else as it is. A LoRA
-        policy's reference is the policy itself with its adapters off: under FSDP2 its forwards would be
-        collectives out of step with training's, so that combination is refused (one line)."""
-        if self.plan is None or model is None:
+        policy's reference (the policy with its adapters off) is left as it is: under FSDP2 its forwards go through
+        the sharded policy, collectives that every rank runs in step (`in_step`)."""
+        if self.plan is None or model is None or not isinstance(model, torch.nn.Module):
             return model
-        if not isinstance(model, torch.nn.Module):
-            raise UserError("FSDP2 with LoRA and a reference (a KL term, or DPO): the reference is the policy with its "
-                            "adapters off, whose forwards cannot run out of step with training's; set the KL "
-                            "coefficient to 0, train without LoRA, or use DDP (examples/accelerate/ddp_*.yaml)")
         return shard(model, self.plan, self.device)
 
-    def refuse_sharded(self, what: str) -> None:
-        """One line for a trainer that does not run under FSDP2 yet."""
-        if self.plan is not None:
-            raise UserError(f"{what} under FSDP2 is not supported yet (GRPO, distill and DPO are); launch it with DDP "
-                            f"(examples/accelerate/ddp_cpu.yaml, ddp_gpu.yaml)")
+    def in_step(self, ref):
+        """`ref` where its forwards are collectives every rank must run as often as the others (a LoRA reference
+        under FSDP2, which goes through the sharded policy; a zero-loss pass runs it too), else None."""
+        return ref if self.plan is not None and ref is not None and not isinstance(ref, torch.nn.Module) else None
+
+    def whole_copy(self, model):
+        """Every rank's unsharded copy of a model sharded under FSDP2 (a collective); elsewhere the model itself."""
+        return gathered(model, everywhere=True) if self.plan is not None else model
 
     def gathered(self, model):
         """The model to save and evaluate after training: under FSDP2 an unsharded copy on rank 0 (None on the
@@ -152,13 +152,20 @@ def grad_norm(norm) -> float:
     return float(full() if full is not None else norm)
 
 
-def zero_loss(module, bos_id: int, critic: bool = False) -> None:
+def zero_loss(module, bos_id: int, ref=None, critic=None) -> None:
     """Backpropagate a zero loss through `module` (a rank with no rows this minibatch): DDP's all-reduce still
-    meets the other ranks', and adds nothing to their gradients. critic: `module` takes (prompt ids, mask,
-    completion ids, mask) and returns values."""
+    meets the other ranks', and adds nothing to their gradients. Under FSDP2 every forward and backward is a
+    collective, so this pass runs what a training pass runs, in its order: the policy's forward, then the forward of
+    `ref` (a reference each pass scores whose forward is a collective, `Ranks.in_step`) and of `critic` (PPO's,
+    taking prompt ids, mask, completion ids, mask), then the policy's backward and the critic's."""
     one = torch.tensor([[bos_id]], device=next(module.parameters()).device)
-    out = module(one, torch.ones_like(one), one, torch.ones_like(one)) if critic else module(input_ids=one).logits
+    out = module(input_ids=one).logits
+    if ref is not None:
+        ref(input_ids=one)
+    v = critic(one, torch.ones_like(one), one, torch.ones_like(one)) if critic is not None else None
     (out.sum() * 0.0).backward()
+    if v is not None:
+        (v.sum() * 0.0).backward()
 
 
 class NullWriter:

@@ -66,8 +66,8 @@ class GRPO:
     def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
         return len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts)))
 
-    def touch(self, learner: Learner) -> None:
-        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)
+    def touch(self, learner: Learner) -> None:  # each pass scores the reference too: a LoRA one's is a collective
+        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id, ref=learner.ranks.in_step(learner.ref))
 
     def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
         rl = learner.rl

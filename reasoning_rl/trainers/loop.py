@@ -242,7 +242,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
         p = run.nets[0]
         if run.ranks.world > 1 or checkpoint.written_by_ranks(run.cfg.output_dir):  # any world size, resharded
             step, note = checkpoint.load_ranks(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
-                                               run.ranks, extra=_extra_states(run))
+                                               run.ranks, extra=_extra_states(run, nets=False), nets=_dcp_nets(run))
             if note:
                 run.log(note)
         else:
@@ -270,16 +270,24 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
     return start
 
 
-def _extra_states(run: Run) -> dict[str, Any]:
-    """What a checkpoint holds beyond the policy: the algorithm's states and every further net's weights,
-    optimiser and scheduler."""
+def _extra_states(run: Run, nets: bool = True) -> dict[str, Any]:
+    """What a checkpoint holds beyond the policy: the algorithm's states and every further net's scheduler, and
+    with `nets` its weights and optimiser (under a launcher those go through torch.distributed.checkpoint:
+    `_dcp_nets`)."""
     # the monitors' history (a resumed run watches the same way) and the rounds already requested
     extra = dict(run.states, monitors=run.monitors)
     if run.pipeline is not None:
         extra["pipeline"] = run.pipeline
     for n in run.nets[1:]:
-        extra.update({n.name: n.module, f"{n.name}_opt": n.opt, f"{n.name}_sched": n.sched})
+        extra[f"{n.name}_sched"] = n.sched
+        if nets:
+            extra.update({n.name: n.module, f"{n.name}_opt": n.opt})
     return extra
+
+
+def _dcp_nets(run: Run) -> dict[str, tuple]:
+    """Every further net's (weights, optimiser), for a checkpoint under a launcher."""
+    return {n.name: (n.module, n.opt) for n in run.nets[1:]}
 
 
 def _checkpoint(run: Run, step: int) -> None:
@@ -288,7 +296,8 @@ def _checkpoint(run: Run, step: int) -> None:
     p = run.nets[0]
     if run.ranks.world > 1:  # every rank writes its part (torch.distributed.checkpoint)
         checkpoint.save_ranks(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn,
-                              run.logs, run.ranks, extra=_extra_states(run), config=to_dict(run.cfg))
+                              run.logs, run.ranks, extra=_extra_states(run, nets=False), config=to_dict(run.cfg),
+                              nets=_dcp_nets(run))
         return
     checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
                     extra=_extra_states(run), config=to_dict(run.cfg))

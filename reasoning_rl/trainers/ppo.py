@@ -12,7 +12,8 @@ What is PPO's own (the loop, `loop.py`, samples, verifies, records, evaluates an
   - after the update: the adaptive KL controller (§kl).
 
 The critic is a copy of the policy's transformer with a scalar head initialised at zero, so
-V starts at 0 and learns the pass rate. TRL 1.16 ships no PPO trainer; this fills that gap.
+V starts at 0 and learns the pass rate. Under FSDP2 it is sharded like the policy (its values taken on whole
+weights, its update a collective in step with the policy's). TRL 1.16 ships no PPO trainer; this fills that gap.
 Checkpoints hold the critic, its optimiser and scheduler and the KL controller beside the loop's
 states. Not here: a reward model (rewards are verifiers').
 """
@@ -94,10 +95,10 @@ class PPO:
 
     def setup(self, learner: Learner) -> tuple[list[Net], dict]:
         rl = learner.rl
-        learner.ranks.refuse_sharded("PPO (its critic is a copy of the policy's body)")
-        self.critic = Critic(learner.model)
-        opt_v, sched_v = adamw(self.critic, rl.critic_lr, rl.warmup_steps)
-        self.critic_t = learner.ranks.wrap(self.critic)  # DDP under a launcher
+        # under FSDP2 the policy is sharded by now: the critic copies the body of every rank's whole copy of it
+        self.critic = Critic(learner.ranks.whole_copy(learner.model))
+        self.critic_t = learner.ranks.wrap(self.critic)  # DDP under a launcher; FSDP2 shards it in place, so the
+        opt_v, sched_v = adamw(self.critic, rl.critic_lr, rl.warmup_steps)  # optimiser comes after
         self.kl_ctl = AdaptiveKL(rl.beta, rl.kl_target, rl.kl_horizon)
         return [Net("critic", self.critic, self.critic_t, opt_v, sched_v, "grad_norm/critic")], {"kl": self.kl_ctl}
 
@@ -179,8 +180,7 @@ class PPO:
         return -(-len(idx) // (p.micro_batch_size or p.minibatch_size))
 
     def touch(self, learner: Learner) -> None:
-        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id)
-        zero_loss(self.critic_t, learner.tok.bos_token_id, critic=True)
+        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id, critic=self.critic_t)  # _micro's order
 
     def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
         if learner.rl.adaptive_kl and "kl" in metrics:

@@ -96,9 +96,10 @@ def shard(model, plan: ShardPlan, device: str = "cpu"):
         if plan.mixed_precision == "bf16" else MixedPrecisionPolicy()
     kw = {"mesh": mesh, "mp_policy": mp, "offload_policy": CPUOffloadPolicy() if plan.offload else OffloadPolicy(),
           "reshard_after_forward": plan.reshard_after_forward}
-    if plan.activation_checkpointing:
+    if plan.activation_checkpointing:  # the transformer below a PEFT wrapper or PPO's critic
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-        if hasattr(inner, "gradient_checkpointing_enable"):
+        inner = next((m for m in inner.modules() if hasattr(m, "gradient_checkpointing_enable")), None)
+        if inner is not None:
             inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     found = blocks(model)
     if not found:
@@ -138,15 +139,16 @@ def full_weights(*models) -> Iterator[None]:
             m.set_reshard_after_forward(getattr(m, "_rrl_reshard_after_forward", True))  # the plan's, every module
 
 
-def gathered(model):
-    """An unsharded copy of a sharded model on rank 0 (None on the others): the same class built from its config
-    (a PEFT model: its base, then its adapters' config), the whole weights loaded. Every rank calls it (a
-    collective). What the run saves as final/ and rank 0 evaluates after training."""
+def gathered(model, everywhere: bool = False):
+    """An unsharded copy of a sharded model on rank 0 (None on the others), or with `everywhere` on every rank: the
+    same class built from its config (a PEFT model: its base, then its adapters' config), the whole weights loaded.
+    Every rank calls it (a collective). Rank 0's copy is what the run saves as final/ and evaluates after training;
+    every rank's is what PPO's critic starts from (a copy of the policy's body, sharded in its turn)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    sd = full_state_dict(model)
-    if torch.distributed.get_rank() != 0:
+    sd = full_state_dict(model, everywhere)
+    if not everywhere and torch.distributed.get_rank() != 0:
         return None
     if hasattr(model, "peft_config"):
         import peft
@@ -161,11 +163,12 @@ def gathered(model):
     return plain.eval()
 
 
-def full_state_dict(model) -> dict:
-    """The whole weights as plain CPU tensors, on rank 0 ({} elsewhere); every rank calls it (a collective)."""
+def full_state_dict(model, everywhere: bool = False) -> dict:
+    """The whole weights as plain tensors: on rank 0 alone, on the CPU ({} elsewhere), or with `everywhere` on every
+    rank, on the model's device. Every rank calls it (a collective)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=not everywhere))
 
 
 def state_bytes(params: int, world: int = 1, sharded: bool = False, trained: int | None = None,

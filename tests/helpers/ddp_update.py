@@ -47,15 +47,21 @@ def synthetic_batch(num_groups: int = 8, G: int = 4, seed: int = 0):
     return groups
 
 
-def group_loss(model, groups, pad_id: int):
-    """GRPO loss of a list of whole groups: group-normalised A, PPO clip, token mean."""
+def group_loss(model, groups, pad_id: int, ref=None):
+    """GRPO loss of a list of whole groups: group-normalised A, PPO clip, token mean; with `ref`, a k3 KL term to
+    it (beta 0.1), its log-probs taken after the policy's as the trainer takes them."""
     R = torch.tensor([[r for _, _, r in samples] for _, samples in groups])  # (B, G)
     A = grpo(R)  # per group, before any split
     rows = [(p, ids, old, A[b, i].item()) for b, (p, samples) in enumerate(groups)
             for i, (ids, old, _) in enumerate(samples)]
     b = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], pad_id)
     logp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
-    return ppo_clip(logp, b.logp_old, torch.tensor([r[3] for r in rows]), b.c_mask, agg="token_mean").loss
+    lref = None
+    if ref is not None:
+        with torch.no_grad():
+            lref = token_logprobs(ref, b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+    return ppo_clip(logp, b.logp_old, torch.tensor([r[3] for r in rows]), b.c_mask, agg="token_mean", logp_ref=lref,
+                    beta=0.1 if ref is not None else 0.0).loss
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -41,12 +41,26 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                                  "averages the ranks' gradients")
     ap.add_argument("--one-batch", action="store_true", help="all 8 groups as one micro-batch (the sensitivity "
                                                               "check: another gradient)")
+    ap.add_argument("--lora", action="store_true", help="LoRA adapters, random so the policy is not its reference")
+    ap.add_argument("--kl", action="store_true", help="with --lora, a KL term to the reference: the policy with its "
+                    "adapters off, whose forward under FSDP2 is a collective every pass (a zero-loss one too) runs")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     ranks = Ranks()
     model, tok = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=2"]))
+    ref = None
+    if a.lora:
+        import peft
+
+        from reasoning_rl.models.lora import reference_of
+
+        torch.manual_seed(0)  # the same adapters in every process
+        model = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False,
+                                                           task_type="CAUSAL_LM"))
+        ref = reference_of(model) if a.kl else None
     whole = sum(p.numel() for p in model.parameters())
     ranks.wrap(model)  # FSDP2 in place under the launcher's request; nothing alone
+    ref = ranks.wrap_frozen(ref)  # a LoRA reference stays the policy with its adapters off
     groups = synthetic_batch()  # 8 groups of 4
     if a.one_batch:
         plan = [(list(groups), 1.0)]
@@ -58,11 +72,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def touch() -> None:
         touched.append(1)
-        zero_loss(model, tok.bos_token_id)
+        zero_loss(model, tok.bos_token_id, ref=ranks.in_step(ref))
 
     with ranks.even_passes(len(plan), touch):  # rank 1 plans 2 passes, rank 0 3: rank 1 adds a zero-loss one
         for part, w in plan:
-            loss = group_loss(model, part, tok.pad_token_id) * w * len(part) / 8  # weighed by its share of groups
+            loss = group_loss(model, part, tok.pad_token_id, ref) * w * len(part) / 8  # weighed by its share
             loss.backward()
             losses.append(loss.detach())
     extra = len(touched)
