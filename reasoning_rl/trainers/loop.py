@@ -44,7 +44,8 @@ One synchronous GRPO step, file by file (tests/test_layout.py checks that every 
   trainers/metrics.py      MetricsWriter.write              metrics.jsonl and TensorBoard
   trainers/log_lines.py    log_line                         one line a round (and why it trained nothing)
 
-Not here: the maths (algos/), resuming a multi-process run.
+Not here: the maths (algos/), what a checkpoint of the run holds and which writer writes it
+(run_checkpoint.py).
 """
 from __future__ import annotations
 
@@ -53,20 +54,18 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 import verifiers
-from curricula import Ledger, UniformSampler, make_sampler
+from curricula import Ledger, make_sampler
 
 from ..config.knobs import to_dict
 from ..config.sections import Config, RLConfig
 from ..data.archive import provenance, write_groups
 from ..data.run_dir import mark_report_stale, new_run_dir
 from ..errors import UserError
-from ..eval import held_out
 from ..models.device import resolve_threads
 from ..models.load import load_policy, load_tokenizer
 from ..models.lora import maybe_lora, reference_of
@@ -77,7 +76,7 @@ from ..rollout.openai import RolloutError
 from ..rollout.environments import check_environment, prompt_tools
 from ..task.check import require_parseable
 from ..task.task import Task
-from . import checkpoint
+from . import checkpoint, run_checkpoint
 from .algorithm import Algorithm, Learner, Net, adamw
 from .distributed import NullWriter, Ranks, grad_norm
 from ..interrupts import Interrupted, stop_requests
@@ -86,86 +85,14 @@ from .metrics import MetricsWriter
 from .monitors import Monitors
 from .pipeline import RoundPipeline, staleness_metrics
 from .rounds import Round, Rounds, SandboxTally, WeightSync, round_metrics, round_seed
-
-
-@dataclass
-class Run:
-    """Everything one training run holds, built whole by `_setup`. The algorithm's hooks see only `learner`."""
-    cfg: Config
-    rl: RLConfig
-    ranks: Ranks
-    log: Callable[[str], None]
-    task: Task  # rows, prompts and the reward
-    learner: Learner  # what the algorithm's hooks get: the policy, its reference, the tokenizer, the reward
-    nets: list[Net]  # the policy first, then any further trained model (PPO: the critic)
-    states: dict[str, Any]  # the algorithm's checkpointed objects
-    rounds: Rounds
-    pool: verifiers.VerifierPool
-    ledger: Ledger
-    sampler: UniformSampler  # or a subclass: which prompts a round draws (curricula.make_sampler)
-    rngs: dict[str, random.Random]  # every RNG a checkpoint holds; "shuffle" orders the minibatches
-    evals: list[dict]  # the held-out rows scored every eval_every steps
-    prompts_here: int  # this rank's share of prompts_per_step
-    monitors: Monitors  # reward-hacking monitors
-    weights: WeightSync  # which weights the engine holds
-    provenance: dict  # verifier -> {version, options_hash}, stamped on every archived verdict
-    pipeline: RoundPipeline | None = None  # max_staleness >= 1: the rounds requested ahead of the update
-    writer: MetricsWriter | NullWriter | None = None  # opened by `_start`
-    history: list[dict] = field(default_factory=list)
-
-    @property
-    def model(self) -> Any:
-        return self.nets[0].module
-
-    @property
-    def tok(self) -> Any:
-        return self.learner.tok
-
-    def path(self, name: str) -> str:
-        return os.path.join(self.cfg.output_dir, name)
-
-    @property
-    def metrics_path(self) -> str:
-        return self.path("metrics.jsonl")
-
-    @property
-    def archive_path(self) -> str:
-        return self.path("archive.jsonl")
-
-    @property
-    def logs(self) -> tuple[str, str]:
-        """The files a checkpoint cuts back to its step on resume."""
-        return self.metrics_path, self.archive_path
-
-    def evaluate(self) -> dict[str, float]:
-        """Held-out greedy scores through the task's outcome verifier (the reward's own check), as metrics:
-        eval/accuracy, and its format / correctness split eval/parseable and eval/accuracy_parseable."""
-        got = held_out.configured(self.cfg, self.task, self.model, self.tok, self.evals, self.pool, self.rl)
-        return {f"eval/{k}": v for k, v in got.items()}
-
-
-def _check_resume(cfg: Config, algo: Algorithm, log, resume_changed: bool) -> None:
-    """On --resume, before anything loads: say which keys changed since the checkpoint; refuse the ones that break
-    the trajectory unless `resume_changed`."""
-    saved = checkpoint.saved_config(cfg.output_dir)
-    if saved is None:
-        log(f"resume: the checkpoint in {cfg.output_dir} does not record its config; changes cannot be checked")
-        return
-    harmless, breaking = checkpoint.resume_changes(saved, to_dict(cfg), algo.name)
-    if breaking and not resume_changed:
-        raise UserError(f"--resume: {len(breaking)} changed key(s) would not continue the same trajectory "
-                        f"({'; '.join(breaking)}); undo them, or pass --resume-changed to continue anyway")
-    if harmless:
-        log(f"resume: changed, the trajectory kept: {'; '.join(harmless)}")
-    if breaking:
-        log(f"resume: changed, the trajectory departs from here (--resume-changed): {'; '.join(breaking)}")
+from .run import Run
 
 
 def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool = False) -> Run:
     rl: RLConfig = getattr(cfg, algo.name)
     check_environment(rl)
     if resume:
-        _check_resume(cfg, algo, log, resume_changed)
+        run_checkpoint.check_resume(cfg, algo.name, log, resume_changed)
     torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
     if ranks.world > 1 and rl.max_staleness:
@@ -239,17 +166,7 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
     if run.ranks.main:
         mark_report_stale(run.cfg.output_dir)  # a report of this directory's earlier rounds is now out of date
     if resume:
-        p = run.nets[0]
-        if run.ranks.world > 1 or checkpoint.written_by_ranks(run.cfg.output_dir):  # any world size, resharded
-            step, note = checkpoint.load_ranks(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
-                                               run.ranks, extra=_extra_states(run, nets=False), nets=_dcp_nets(run))
-            if note:
-                run.log(note)
-        else:
-            step = checkpoint.load(run.cfg.output_dir, p.module, p.opt, p.sched, run.rngs, run.logs,
-                                   extra=_extra_states(run))
-        start = step + 1
-        run.log(f"resumed from {run.path(checkpoint.NAME)} at step {start - 1}")
+        start = run_checkpoint.restore(run) + 1
     elif run.ranks.main:
         open(run.archive_path, "w").close()
     with run.ranks.full_weights(run.model):  # FSDP2: every rank gathers the weights for what follows
@@ -268,39 +185,6 @@ def _start(run: Run, algo: Algorithm, resume: bool) -> int:
     if acc is not None:
         run.writer.write({"step": 0, **acc})
     return start
-
-
-def _extra_states(run: Run, nets: bool = True) -> dict[str, Any]:
-    """What a checkpoint holds beyond the policy: the algorithm's states and every further net's scheduler, and
-    with `nets` its weights and optimiser (under a launcher those go through torch.distributed.checkpoint:
-    `_dcp_nets`)."""
-    # the monitors' history (a resumed run watches the same way) and the rounds already requested
-    extra = dict(run.states, monitors=run.monitors)
-    if run.pipeline is not None:
-        extra["pipeline"] = run.pipeline
-    for n in run.nets[1:]:
-        extra[f"{n.name}_sched"] = n.sched
-        if nets:
-            extra.update({n.name: n.module, f"{n.name}_opt": n.opt})
-    return extra
-
-
-def _dcp_nets(run: Run) -> dict[str, tuple]:
-    """Every further net's (weights, optimiser), for a checkpoint under a launcher."""
-    return {n.name: (n.module, n.opt) for n in run.nets[1:]}
-
-
-def _checkpoint(run: Run, step: int) -> None:
-    if run.pipeline is not None:
-        run.pipeline.drain()  # the producer draws from the sampler's RNG: let it finish before the RNGs are saved
-    p = run.nets[0]
-    if run.ranks.world > 1:  # every rank writes its part (torch.distributed.checkpoint)
-        checkpoint.save_ranks(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn,
-                              run.logs, run.ranks, extra=_extra_states(run, nets=False), config=to_dict(run.cfg),
-                              nets=_dcp_nets(run))
-        return
-    checkpoint.save(run.cfg.output_dir, step, p.module, p.opt, p.sched, run.rngs, run.ledger.conn, run.logs,
-                    extra=_extra_states(run), config=to_dict(run.cfg))
 
 
 def _train_epochs(run: Run, algo: Algorithm, batch, n: int, n_mb: int) -> dict[str, float]:
@@ -434,7 +318,7 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         # a run that stops, is told to, reaches checkpoint_every, or ends (what an extension resumes from)
         due = rl.checkpoint_every and (step % rl.checkpoint_every == 0 or step == rl.steps)
         if (run.ranks.main or run.ranks.world > 1) and (on_alert or stopping or due):
-            _checkpoint(run, step)  # under a launcher every rank writes its part
+            run_checkpoint.save(run, step)  # under a launcher every rank writes its part
         if stopping and step < rl.steps:
             run.ranks.barrier()  # no rank leaves while rank 0 writes the checkpoint (a launcher would stop it)
             raise Interrupted(f"stopped by {stop.signal or 'a signal to another rank'} after step {step} of "
