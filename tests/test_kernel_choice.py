@@ -1,6 +1,7 @@
 """`generation.cpu_decode=auto` chooses by measurement (rollout/kernel_choice.py): fake timings in, choice out; the
-choice is cached per machine and shape and read back without measuring; another machine measures again; a real
-measurement on a small llama covers every combination and leaves the run's random stream as it was."""
+choice is cached per machine and shape and read back without measuring; another machine measures again; the kernels that win alone are
+combined and timed beside eager; a real measurement on a small llama times eager and each kernel and leaves the
+run's random stream as it was."""
 from __future__ import annotations
 
 import pytest
@@ -88,12 +89,51 @@ def test_an_unreadable_cache_file_is_measured_again(measured_model, monkeypatch,
     assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).kernels == K(False, True, False)
 
 
-def test_a_real_measurement_times_every_combination_and_draws_nothing_from_the_run(measured_model):
+def test_a_real_measurement_times_eager_and_each_kernel_and_draws_nothing_from_the_run(measured_model):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
     timings = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
     assert torch.equal(torch.rand(3), expected)  # the measurement's draws are not the run's
-    assert set(timings) == set(kernel_choice.CANDIDATES) and all(0 < t < 60 for t in timings.values())
-    assert kernel_choice.choose(timings) in kernel_choice.CANDIDATES
+    assert set(timings) >= {E, *kernel_choice.SINGLES} and all(0 < t < 60 for t in timings.values())
+    assert len(timings) <= 5  # at most one combination beyond the single kernels
+    assert kernel_choice.choose(timings) in timings
     assert not measured_model.training
+
+
+# (each kernel alone's time against eager's 1.0, the combination timed in the second phase, or None)
+PHASES = [
+    ({K(True, False, False): 0.9, K(False, True, False): 0.8, K(False, False, True): 0.99}, K(True, True, False)),
+    ({K(True, False, False): 0.9, K(False, True, False): 0.8, K(False, False, True): 0.7}, K(True, True, True)),
+    ({K(True, False, False): 1.1, K(False, True, False): 0.8, K(False, False, True): 0.98}, None),  # one winner
+    ({K(True, False, False): 1.1, K(False, True, False): 1.0, K(False, False, True): 1.2}, None),  # none
+    ({K(True, False, False): 0.98, K(False, True, False): 0.975, K(False, False, True): 0.5}, None),  # within noise
+]
+
+
+@pytest.mark.parametrize("alone, combined", PHASES)
+def test_the_winners_are_combined_and_timed_beside_eager(monkeypatch, alone, combined):
+    """Eager and each kernel alone are timed first; the kernels that beat eager by more than MARGIN are combined
+    and timed beside eager again, and the choice is made over everything timed (each at its best)."""
+    calls = []
+
+    def fake(model, rows, combos, decoding_with):
+        calls.append(list(combos))
+        if len(calls) == 1:
+            return {E: 1.0, **alone}
+        return {E: 1.02, combined: 0.6}  # eager a little slower this time: its best (1.0) is kept
+
+    monkeypatch.setattr(kernel_choice, "_timed", fake)
+    timings = kernel_choice.measure(None, 8, ALL, None)
+    assert calls[0] == [E, *kernel_choice.SINGLES]
+    if combined is None:
+        assert len(calls) == 1 and timings == {E: 1.0, **alone}
+    else:
+        assert calls[1] == [E, combined] and timings[E] == 1.0 and kernel_choice.choose(timings) == combined
+
+
+def test_without_onednn_packing_is_not_timed(monkeypatch):
+    seen = []
+    monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: seen.append(combos) or {c: 1.0 for c in combos})
+    kernel_choice.measure(None, 8, K(False, True, True), None)
+    assert seen == [[E, K(False, True, False), K(False, False, True)]]

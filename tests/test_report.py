@@ -351,6 +351,14 @@ def test_an_episode_is_shown_turn_by_turn(tmp_path, browser):
     assert "turn 1: model" in turns.text and "tool output" in turns.text
     assert len(turns.find_elements(By.CSS_SELECTOR, "pre.turn-tool")) == sum(
         bool(t.get("observation")) for t in rep.turns[0])
+    # the overview's calls-per-episode curve: each round's tools/calls_per_sample, point for point
+    browser.find_element(By.ID, "tab-overview").click()
+    metrics = [m for m in _lines(out / "metrics.jsonl") if "tools/calls_per_sample" in m]
+    assert metrics and all(m["tools/calls_per_sample"] > 0 for m in metrics)  # every turn called: not a flat zero
+    dots = browser.find_elements(By.CSS_SELECTOR, 'svg[data-key="tools/calls_per_sample"] circle')
+    assert [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in dots] == \
+        [(m["step"], m["tools/calls_per_sample"]) for m in metrics]
+    browser.save_screenshot(str(tmp_path / "tool_overview.png"))
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
 
 
