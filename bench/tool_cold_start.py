@@ -2,8 +2,8 @@
 tool, against GRPO without it, GRPO with it from the base model, the cold start alone, and the cold start then GRPO
 with shuffled rewards (the control). SmolLM2-135M-Instruct, 2 cores.
 
-    .venv/bin/python bench/tool_cold_start.py [--steps 16] [--traces 400] [--sft-steps 120] [--eval 200] \\
-        [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start]
+    .venv/bin/python bench/tool_cold_start.py [--steps 16] [--traces 400] [--sft-steps 120] [--sft-batch 8] \\
+        [--sft-lr 2e-4] [--eval 200] [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start]
 
 Data: problems of task/embedded/tool_problems.py; the traces (`reasoning-rl traces`) at scale 1, training and
 held-out prompts at scale 2 (bigger numbers than the traces had), plus the `easy` family mixed into both (a model
@@ -30,6 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from reasoning_rl.data.tool_traces import INSTRUCTION  # noqa: E402  (the traces' own instruction)
 TOOL = ["grpo.environment=python", "grpo.max_turns=3", "grpo.max_tool_calls=2", "grpo.max_episode_tokens=384"]
+# GRPO as the real model's demo runs it (cli/demo.py): LoRA r 16, lr 3e-4, no warm-up
+LORA = ["--set", "model.lora.r=16", "--set", "model.lora.alpha=32", "--set", "grpo.lr=3e-4", "--set",
+        "grpo.warmup_steps=0"]
 
 
 def cli(*args: str, log: str) -> float:
@@ -59,6 +62,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--traces", type=int, default=400)
     ap.add_argument("--sft-steps", type=int, default=120)
+    ap.add_argument("--sft-batch", type=int, default=8, help="traces per SFT step (64 cost about 130 s a step on 2 "
+                                                              "cores)")
+    ap.add_argument("--sft-lr", type=float, default=2e-4, help="the cold start's peak learning rate (full fine-tune)")
     ap.add_argument("--eval", type=int, default=200)
     ap.add_argument("--arms", nargs="+", default=list("abcde"), choices=list("abcde"))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -79,7 +85,9 @@ def main() -> None:
         if set(a.arms) & set("cde"):
             t_cold += cli("traces", "-n", str(a.traces), "-o", os.path.join(out, "traces"), *base, log=log)
             t_cold += cli("sft", "--samples", os.path.join(out, "traces", "samples.jsonl"), "--steps",
-                          str(a.sft_steps), "--output", cold, "--dataset", held, "--set", "eval.size=4", *base, log=log)
+                          str(a.sft_steps), "--output", cold, "--dataset", held, "--set", "eval.size=4",
+                          "--set", f"sft.batch_size={a.sft_batch}", "--set", f"sft.lr={a.sft_lr}",
+                          "--set", "sft.warmup_steps=10", "--set", "sft.log_every=10", *base, log=log)
         for arm in a.arms:
             model = cold if arm in "cde" else "smollm2-135m-instruct"
             steps = 0 if arm == "c" else a.steps
@@ -92,8 +100,9 @@ def main() -> None:
                     "--set", f"tasks.instruction={INSTRUCTION}", "--set", f"output_dir={run_dir}",
                     "--set", f"grpo.steps={max(1, steps)}", "--set", f"eval.size={a.eval}",
                     "--set", f"grpo.eval_every={max(1, steps)}", "--set", "grpo.prompts_per_step=4",
-                    "--set", "grpo.group_size=8", "--set", "generation.max_tokens=128", "--set",
-                    "grpo.checkpoint_every=0", *(["--set", "grpo.lr=0"] if arm == "c" else []), *extra, log=log)
+                    "--set", "grpo.group_size=8", "--set", "generation.max_tokens=128",
+                    "--set", "grpo.checkpoint_every=0", "--set", "grpo.max_refill_rounds=0",
+                    *LORA, *(["--set", "grpo.lr=0"] if arm == "c" else []), *extra, log=log)
             m = [json.loads(x) for x in open(os.path.join(run_dir, "metrics.jsonl"))]
             evals = [x for x in m if "eval/accuracy" in x]
             results[f"{arm}-{seed}"] = {"start": evals[0]["eval/accuracy"], "end": evals[-1]["eval/accuracy"],

@@ -89,6 +89,19 @@ def test_an_unknown_family_is_one_line(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.timeout(60)
+def test_a_family_that_runs_out_of_distinct_problems_says_so_instead_of_looping():
+    """600 problems over six families ask 100 of `easy` (it used to have 64 distinct ones, and the loop never ended);
+    a family that can only repeat itself is one line, not a hang."""
+    from reasoning_rl.task.embedded import tool_problems as tp
+
+    rows = tp.problems(600, 100, scale=2, families=(*tp.FAMILIES, "easy"))
+    assert len({p.prompt for p in rows}) == 600 and sum(p.family == "easy" for p in rows) == 100
+    with pytest.raises(ValueError, match=r"family 'choose' at scale 1 gave \d+ distinct problems and then only "
+                                         r"repeats \(1000 in a row\); ask for fewer than 5000 problems"):
+        tp.problems(5000, 0, scale=1, families=("choose",))  # at most 12 x 5 x 4 at scale 1
+
+
 @pytest.mark.slow  # the real model: a short cold start on traces, then one GRPO round with the tool (a few minutes)
 @pytest.mark.timeout(1500)
 def test_a_cold_start_on_traces_then_a_grpo_round_in_which_the_real_model_calls_the_tool(tmp_path):

@@ -9,7 +9,7 @@ bigger ones, in ranges of their own):
   sums         "Four shops sold 1,284, 907, 2,316 and 458 tickets ..."              a + b + c + d
   units        "A trip takes 3 hours 47 minutes. How many seconds is that?"        (h * 60 + m) * 60
   remainders   "1,234 eggs go into cartons of 12. How many eggs are left over?"     a % b
-  choose       "In how many ways can 4 of 15 players be chosen?"                    C(n, k), with sympy
+  choose       "A coach picks 4 of 15 players for a team. In how many ways ..."     C(n, k), with sympy
   easy         "Maya has 3 apples and gets 4 more ..."                             one-digit a + b (mixed in: a
                model that learned when calling pays should call less here)
 The answer is an integer; the prompt never holds it; the program prints it (and nothing else). Problems are about
@@ -72,17 +72,21 @@ def remainders(rng: random.Random, scale: int) -> ToolProblem:
 
 def choose(rng: random.Random, scale: int) -> ToolProblem:
     n = rng.randint(9, 20) if scale == 1 else rng.randint(21, 40)
-    k = rng.randint(3, min(6, n - 2))
+    k = rng.randint(3, min(7, n - 2))
+    who, pool, what = rng.choice((("A coach", "players", "team"), ("A club", "members", "committee"),
+                                  ("A chef", "dishes", "menu"), ("A teacher", "pupils", "group")))
     from math import comb
 
-    return ToolProblem("choose", f"A coach picks {k} of {n} players for a team. In how many ways can the team be "
+    return ToolProblem("choose", f"{who} picks {k} of {n} {pool} for a {what}. In how many ways can the {what} be "
                                  f"chosen?", comb(n, k), f"This is {n} choose {k}.",
                        f"from sympy import binomial\nprint(binomial({n}, {k}))")
 
 
 def easy(rng: random.Random, scale: int) -> ToolProblem:
     a, b = rng.randint(2, 9), rng.randint(2, 9)
-    return ToolProblem("easy", f"Maya has {a} apples and gets {b} more. How many apples does she have now?", a + b,
+    who, what = rng.choice(("Maya", "Leo", "Ana", "Sam", "Ivo", "Noor", "Kai", "Zoe")), \
+        rng.choice(("apples", "pens", "shells", "stickers", "marbles", "cards"))  # 3,072 distinct problems
+    return ToolProblem("easy", f"{who} has {a} {what} and gets {b} more. How many {what} does {who} have now?", a + b,
                        f"{a} plus {b}.", f"print({a} + {b})")
 
 
@@ -96,12 +100,21 @@ def problem(family: str, rng: random.Random, scale: int = 1) -> ToolProblem:
     return GENERATORS[family](rng, scale)
 
 
-def problems(n: int, seed: int, scale: int = 1, families=FAMILIES) -> list[ToolProblem]:
-    """`n` problems, the families in turn, each prompt distinct."""
-    rng, out, seen = random.Random(seed), [], set()
+def problems(n: int, seed: int, scale: int = 1, families=FAMILIES, tries: int = 1000) -> list[ToolProblem]:
+    """`n` problems, the families in turn, each prompt distinct. A family that draws `tries` repeats in a row has run
+    out of distinct problems: one line says which and how many it gave (never an endless loop)."""
+    rng, out, seen, repeats = random.Random(seed), [], set(), 0
     while len(out) < n:
-        p = problem(families[len(out) % len(families)], rng, scale)
-        if p.prompt not in seen:
-            seen.add(p.prompt)
-            out.append(p)
+        family = families[len(out) % len(families)]
+        p = problem(family, rng, scale)
+        if p.prompt in seen:
+            repeats += 1
+            if repeats >= tries:
+                given = sum(q.family == family for q in out)
+                raise ValueError(f"tool problems: family {family!r} at scale {scale} gave {given} distinct problems and "
+                                 f"then only repeats ({tries} in a row); ask for fewer than {n} problems")
+            continue
+        repeats = 0
+        seen.add(p.prompt)
+        out.append(p)
     return out
