@@ -1,6 +1,10 @@
 """GRPO with a Python tool: ours (`grpo.environment=python`) against TRL's `GRPOTrainer(tools=[python])`, one run.
 
-    .venv/bin/python bench/tools_vs_trl.py [--steps 5] [--prompts 4] [--group 4] [--max-tokens 64] [--turns 2]
+    .venv/bin/python bench/tools_vs_trl.py [--steps 5] [--prompts 4] [--group 4] [--max-tokens 64] [--turns 2] \\
+        [--cold-start 40]
+
+With `--cold-start N` both start from the model cold-started on N SFT steps of tool traces written in the template's
+call form (`reasoning-rl traces --tool-format chat`), so both runs make tool calls and the step time holds their cost.
 
 The same model (SmolLM2-135M-Instruct, every core for each), whose chat template is set to the Qwen3 template TRL
 ships (TRL accepts tools only with a template it can parse tool calls from; ours reads the same `<tool_call>` JSON),
@@ -12,7 +16,8 @@ turn: TRL's `max_completion_length` and our `generation.max_tokens` are `--max-t
 whole episode (`grpo.max_episode_tokens`, `--max-tokens` x (turns + 1)).
 
 Printed: seconds per step (median over the steps after the first), their ratio, the reward of every step, and the
-tool calls each made. Not here: a claim about learning (a few steps, one seed); the tool traces either writes.
+tool calls each made (ours: tools/calls_per_sample; TRL: tools/call_frequency). Not here: a claim about learning (a
+few steps, one seed); the tool traces either writes.
 """
 from __future__ import annotations
 
@@ -44,6 +49,30 @@ def model_with_qwen3_template(out: str) -> str:
     tok.chat_template = qwen3_chat_template
     tok.save_pretrained(out)
     return out
+
+
+def cold_start(model: str, steps: int, out: str) -> str:
+    """`model` cold-started on tool traces in its template's call form (`reasoning-rl traces --tool-format chat`,
+    the bench's instruction, then `sft --samples`: batches of 8, lr 2e-4), so that both trainers start from a model
+    that calls the tool; returns the new model's folder (its tokenizer keeps the template)."""
+    import json
+    import subprocess
+
+    from reasoning_rl.task.embedded.tool_problems import problems
+
+    traces, cold, held = os.path.join(out, "traces"), os.path.join(out, "cold"), os.path.join(out, "held.jsonl")
+    with open(held, "w") as f:  # sft evaluates a few rows at its end: problems of the same families
+        f.writelines(json.dumps({"prompt": p.prompt, "answer": str(p.answer)}) + "\n" for p in problems(8, 11, 2))
+    for args in (["traces", "-n", str(max(64, 8 * steps)), "--tool-format", "chat", "--instruction", INSTRUCTION,
+                  "-o", traces],
+                 ["sft", "--samples", os.path.join(traces, "samples.jsonl"), "--steps", str(steps), "--output", cold,
+                  "--dataset", held, "--set", f"tasks.test_split={held}", "--set", "eval.size=4", "--set",
+                  "sft.batch_size=8", "--set", "sft.lr=2e-4", "--set", "sft.warmup_steps=5"]):
+        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args, "--set", f"model.name_or_path={model}"],
+                           cwd=os.path.dirname(HERE), capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"cold start: {args[0]} failed:\n{r.stderr[-2000:]}")
+    return cold
 
 
 def sandboxed_python():
@@ -117,6 +146,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = every core)")
+    ap.add_argument("--cold-start", type=int, default=0, metavar="STEPS",
+                    help="first cold-start the model on tool traces in the template's call form for STEPS SFT steps "
+                         "of 8 (both trainers then start from it and make tool calls); 0 = the base model")
     a = ap.parse_args()
     from bench.machine import describe
 
@@ -133,11 +165,17 @@ def main() -> None:
     rows, _ = make_rows(config.load(Config, overrides=WORD).tasks)
     with tempfile.TemporaryDirectory() as tmp:
         model = model_with_qwen3_template(os.path.join(tmp, "model"))
+        if a.cold_start:
+            model = cold_start(model, a.cold_start, tmp)
+            print(f"cold start: {a.cold_start} SFT steps of 8 traces in the template's call form -> {model}",
+                  flush=True)
         t_ours, r_ours, c_ours = run_ours(model, a, os.path.join(tmp, "ours"))
         t_trl, r_trl, c_trl = run_trl(model, rows, a, os.path.join(tmp, "trl"))
     med_ours, med_trl = statistics.median(t_ours[1:] or t_ours), statistics.median(t_trl[1:] or t_trl)
-    print(f"\nGRPO with a Python tool on SmolLM2-135M-Instruct (Qwen3 template), {a.steps} steps of {a.prompts} "
-          f"prompts x {a.group} samples, <= {a.max_tokens} tokens a turn, <= {a.turns} tool calls, {a.threads} threads")
+    start = f"cold-started ({a.cold_start} SFT steps on tool traces)" if a.cold_start else "from the base model"
+    print(f"\nGRPO with a Python tool on SmolLM2-135M-Instruct (Qwen3 template) {start}, {a.steps} steps of "
+          f"{a.prompts} prompts x {a.group} samples, <= {a.max_tokens} tokens a turn, <= {a.turns} tool calls, "
+          f"{a.threads} threads")
     print(f"{'step':>4} {'ours s':>8} {'trl s':>8} {'ours reward':>12} {'trl reward':>11} {'ours calls':>11} "
           f"{'trl calls':>10}")
     for i in range(a.steps):

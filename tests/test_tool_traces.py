@@ -66,6 +66,42 @@ def test_traces_hold_the_sandboxs_own_output_and_pass_the_verifier(tok, tool):
         assert str(p.answer) not in re.findall(r"\d+", g.prompt.replace(",", ""))  # nor the rendered prompt
 
 
+def test_chat_format_traces_call_through_the_template(tok, tool):
+    """tool_format chat (for a model RL runs with grpo.tool_format=chat, and for TRL, which parses only the
+    template's call): the prompt shows the tool's schema, the first turn is the template's structured call ended by
+    the end-of-turn token, the sandbox's output comes back as the template's tool message (its tokens, and only
+    they, at loss mask 0), and the answer passes `math`."""
+    import copy
+    import json
+
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from reasoning_rl.rollout.environments import _first_call
+
+    qtok = copy.deepcopy(tok)
+    qtok.chat_template = qwen3_chat_template
+    ps = problems(6, seed=5)
+    end = qtok.convert_tokens_to_ids("<|im_end|>")
+    groups = make_traces(ps, qtok, tool, end_ids=[end], tool_format="chat")
+    assert len(groups) == len(ps)
+    for g, p in zip(groups, ps):
+        s = g.samples[0]
+        assert '"name": "python"' in g.prompt and "<tools>" in g.prompt  # the schema, through the template
+        assert s.verdicts["math"].status.value == "correct", (s.text, p.answer)
+        first = s.turns[0]
+        assert json.loads(s.text.split("<tool_call>")[1].split("</tool_call>")[0]) == \
+            {"name": "python", "arguments": {"code": p.code}}
+        again = tool.respond([tool.start({"prompt_id": f"chat-{g.prompt_id}"})], [f"```python\n{p.code}\n```"])[0]
+        assert first.observation == again.observation
+        masked = qtok.decode([t for t, m in zip(s.token_ids, s.loss_mask) if m == 0])
+        assert masked == f"\n<|im_start|>user\n<tool_response>\n{first.observation}\n</tool_response><|im_end|>\n" \
+                         f"<|im_start|>assistant\n"  # Qwen3's tool message and the next assistant header
+        cut = s.token_ids.index(end) + 1  # the first turn ends at the model's end of turn, trained on
+        found = _first_call(qtok.decode(s.token_ids[:cut - 1]))  # the environment reads it as a structured call
+        assert s.loss_mask[cut - 1] == 1 and found is not None and found[1] == {"name": "python",
+                                                                                "arguments": {"code": p.code}}
+
+
 def test_sft_reads_the_traces_as_episodes(tok, tool, tmp_path):
     summary = write_traces(problems(6, seed=9), tok, str(tmp_path), tool,
                            end_ids=[tok.convert_tokens_to_ids("<|im_end|>")])

@@ -239,6 +239,11 @@ def _add_data_commands(sub) -> None:
                    help="comma-separated families of task/embedded/tool_problems.py (easy: one-digit sums)")
     p.add_argument("--model", metavar="MODEL", help="whose chat template and end-of-turn token the traces use; "
                                                     "overrides model.name_or_path")
+    p.add_argument("--tool-format", choices=("text", "chat"), default="text",
+                   help="the call as a ```python block (grpo.tool_format=text) or as the chat template's structured "
+                        "call, the schema shown in the prompt (grpo.tool_format=chat)")
+    p.add_argument("--instruction", default="", help="the line after each problem (default: the traces' own for "
+                                                     "the format, asking for the call)")
     p.add_argument("--output", "-o", required=True, help="output directory (samples.jsonl, task.json)")
     p.set_defaults(func=cmd_traces)
 

@@ -96,7 +96,8 @@ def cmd_traces(args) -> int:
     tok = load_tokenizer(cfg)
     end = [i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id)
            if isinstance(i, int) and i != tok.unk_token_id]
-    summary = write_traces(problems(args.n, cfg.seed, 1, families), tok, args.output, end_ids=end[:1] or None)
+    summary = write_traces(problems(args.n, cfg.seed, 1, families), tok, args.output, end_ids=end[:1] or None,
+                           tool_format=args.tool_format, instruction=args.instruction or None)
     print(f"traces: {summary.written} of {args.n} problems written as tool episodes ({summary.left_out} left out: "
           f"a tool output or final answer that did not check) -> {summary.path}; train on them with "
           f"`reasoning-rl sft --samples {summary.path}`")

@@ -29,6 +29,8 @@ from ..types import Group
 
 INSTRUCTION = ("Use the python tool for exact arithmetic: write a ```python block that prints the result, read its "
                "output, then put the final answer in \\boxed{}.")
+CHAT_INSTRUCTION = ("Use the python tool for exact arithmetic: call it with a program that prints the result, read "
+                    "its output, then put the final answer in \\boxed{}.")  # tool_format chat: the schema is shown
 _OUTPUT = re.compile(r"```output\n(.*?)```", re.S)
 
 
@@ -41,17 +43,24 @@ class TraceSummary:
 
 class ScriptedTurns:
     """Stands in for a rollout engine (`continue_ids`): episode i's first turn is problem i's plan and program, its
-    next what the tool printed, boxed. The episodes' keys (their place in the call) say which problem is whose."""
+    next what the tool printed, boxed. The episodes' keys (their place in the call) say which problem is whose.
+    tool_format "text": the program as a ```python block; "chat": as the template's structured call
+    (`<tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>`), the turn ended by the end-of-turn
+    token as a chat-format call is."""
 
-    def __init__(self, tok, problems: Sequence[ToolProblem], end_ids: Sequence[int]) -> None:
-        self.tok, self.problems, self.end = tok, list(problems), list(end_ids)
+    def __init__(self, tok, problems: Sequence[ToolProblem], end_ids: Sequence[int], tool_format: str = "text") -> None:
+        self.tok, self.problems, self.end, self.chat = tok, list(problems), list(end_ids), tool_format == "chat"
 
     def continue_ids(self, seqs, max_new, stops, sampling, seeds=None, keys=None):
         out = []
         for seq, key in zip(seqs, keys):
             p = self.problems[key[1]]
             shown = _OUTPUT.findall(self.tok.decode(seq, skip_special_tokens=False))
-            if not shown:  # the first turn: a plan and the program
+            if not shown and self.chat:  # the first turn: a plan and the call, then the end of the turn
+                call = json.dumps({"name": "python", "arguments": {"code": p.code}})
+                ids = self.tok(f"{p.plan}\n<tool_call>\n{call}\n</tool_call>", add_special_tokens=False)["input_ids"] \
+                    + self.end[:1]
+            elif not shown:  # the first turn: a plan and the program
                 text = f"{p.plan}\n\n```python\n{p.code}\n```"
                 ids = self.tok(text, add_special_tokens=False)["input_ids"]
             else:  # after the tool's answer: what it printed, boxed, and the end of turn
@@ -63,22 +72,35 @@ class ScriptedTurns:
 
 
 def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = None,
-                instruction: str = INSTRUCTION, end_ids: Sequence[int] | None = None) -> list[Group]:
+                instruction: str | None = None, end_ids: Sequence[int] | None = None,
+                tool_format: str = "text") -> list[Group]:
     """One verified single-sample group per problem whose trace ran cleanly (one tool call, then an answer); its
     `math` verdict against the problem's answer attached (see the module docstring). `end_ids`: the model's
-    end-of-turn ids (default the tokenizer's EOS)."""
+    end-of-turn ids (default the tokenizer's EOS). tool_format "chat": the prompt shows the tool's schema through
+    the template (apply_chat_template's `tools=`), the call is the template's structured call and the tool's output
+    comes back as the template's tool message, as in an RL run with grpo.tool_format=chat."""
     import verifiers
 
     from ..rollout.base import PromptRow
 
+    if tool_format not in ("text", "chat"):
+        raise ValueError(f"traces: tool_format {tool_format!r}; expected text or chat")
     tool = tool or PythonTool()
+    instruction = instruction or (CHAT_INSTRUCTION if tool_format == "chat" else INSTRUCTION)
     end = list(end_ids or stop_ids(None, tok))
     rows = [PromptRow(f"tool-{i}", f"{p.prompt}\n{instruction}", {"answer": str(p.answer), "family": p.family})
             for i, p in enumerate(problems)]
-    prompts = [{"prompt_id": r.prompt_id, "prompt": render_prompt(tok, r.prompt, True)} for r in rows]
-    limits = EpisodeLimits(max_turns=3, max_tool_calls=1, max_episode_tokens=1024, tool_format="text")
+    if tool_format == "chat":
+        prompts = [{"prompt_id": r.prompt_id, "messages": [{"role": "user", "content": r.prompt}],
+                    "tools": list(tool.TOOLS)} for r in rows]
+        for x in prompts:
+            x["prompt"] = tok.apply_chat_template(x["messages"], tools=x["tools"], tokenize=False,
+                                                  add_generation_prompt=True)
+    else:
+        prompts = [{"prompt_id": r.prompt_id, "prompt": render_prompt(tok, r.prompt, True)} for r in rows]
+    limits = EpisodeLimits(max_turns=3, max_tool_calls=1, max_episode_tokens=1024, tool_format=tool_format)
     eps = run_episodes(None, tok, tool, prompts, SamplingConfig(max_tokens=256, seed=None), limits, stop_ids=end,
-                       engine=ScriptedTurns(tok, problems, end))
+                       engine=ScriptedTurns(tok, problems, end, tool_format))
     groups = []
     for r, rendered, p, e in zip(rows, prompts, problems, eps):
         if e.tool_calls != 1 or e.reason != "answer":
@@ -90,11 +112,12 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
 
 
 def write_traces(problems: Sequence[ToolProblem], tok, out_dir: str, tool: PythonTool | None = None,
-                 end_ids: Sequence[int] | None = None) -> TraceSummary:
+                 end_ids: Sequence[int] | None = None, tool_format: str = "text",
+                 instruction: str | None = None) -> TraceSummary:
     """The traces that pass, as out_dir/samples.jsonl (a rollout archive) with task.json naming `math` the outcome."""
     from .archive import write_groups
 
-    groups = [g for g in make_traces(problems, tok, tool, end_ids=end_ids)
+    groups = [g for g in make_traces(problems, tok, tool, instruction, end_ids=end_ids, tool_format=tool_format)
               if g.samples[0].verdicts["math"].status.value == "correct"]
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "samples.jsonl")
