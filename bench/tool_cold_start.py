@@ -13,8 +13,9 @@ that learned when calling pays should call less there). Arms, each from the same
   (d) the cold start, then GRPO with the tool          (e) the cold start, then GRPO with shuffled rewards
 Held-out: greedy episodes (with the tool where the arm has it; (a) without), `--eval` prompts, accuracy with its
 standard error and tool calls per episode. Writes summary.json and prints a table.
-Not here: TRL (bench/tools_vs_trl.py); the share of calls that ran without error, of answers equal to a tool's output,
-and calls per family (the run's held-out evaluation keeps no samples to count them from).
+Per family (`by_family`): episodes, tool calls per episode and pass rate over the last third of each arm's training
+rounds, read from its archive (the held-out evaluation keeps no samples). Not here: TRL (bench/tools_vs_trl.py); the
+share of calls that ran without error, of answers equal to a tool's output.
 """
 from __future__ import annotations
 
@@ -55,6 +56,29 @@ def data(out: str, n_train: int, n_eval: int, seed: int) -> tuple[str, str]:
             f.writelines(json.dumps({"prompt": p.prompt, "answer": str(p.answer), "family": p.family}) + "\n"
                          for p in part)
     return train, held
+
+
+def by_family(run_dir: str, train: str, last: float = 1 / 3) -> dict:
+    """{family: (episodes, tool calls per episode, pass rate)} over the training episodes of the last `last` share
+    of the run's rounds (its archive; sampled at the run's temperature): whether the model calls less where it can
+    do the sum in its head (`easy`). The held-out evaluation keeps no samples, so the archive is where this is read."""
+    family = {}
+    with open(train) as f:
+        for line in f:
+            row = json.loads(line)
+            family[row["prompt"]] = row["family"]
+    rows = [json.loads(x) for x in open(os.path.join(run_dir, "archive.jsonl"))]
+    if not rows:
+        return {}
+    first = max(r["step"] for r in rows) * (1 - last)
+    out: dict = {}
+    for r in rows:
+        if r["step"] > first or first == 0:
+            fam = family.get(r["task"]["raw"], "?")
+            n, calls, passed = out.get(fam, (0, 0, 0))
+            out[fam] = (n + 1, calls + sum(1 for t in r.get("turns", []) if t.get("call")),
+                        passed + (r["verdicts"]["math"]["status"] == "correct"))
+    return {k: (n, round(c / n, 2), round(p / n, 3)) for k, (n, c, p) in sorted(out.items())}
 
 
 def main() -> None:
@@ -107,7 +131,8 @@ def main() -> None:
             evals = [x for x in m if "eval/accuracy" in x]
             results[f"{arm}-{seed}"] = {"start": evals[0]["eval/accuracy"], "end": evals[-1]["eval/accuracy"],
                                         "end_tool_calls": evals[-1].get("eval/tool_calls"),
-                                        "seconds": round(t + (t_cold if arm in "cde" else 0), 1)}
+                                        "seconds": round(t + (t_cold if arm in "cde" else 0), 1),
+                                        "by_family": by_family(run_dir, train)}
             print(f"[{arm} seed {seed}] {results[f'{arm}-{seed}']}", flush=True)
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(results, f, indent=1)
