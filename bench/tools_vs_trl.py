@@ -51,7 +51,7 @@ def model_with_qwen3_template(out: str) -> str:
     return out
 
 
-def cold_start(model: str, steps: int, out: str) -> str:
+def cold_start(model: str, steps: int, out: str, threads: int) -> str:
     """`model` cold-started on tool traces in its template's call form (`reasoning-rl traces --tool-format chat`,
     the bench's instruction, then `sft --samples`: batches of 8, lr 2e-4), so that both trainers start from a model
     that calls the tool; returns the new model's folder (its tokenizer keeps the template)."""
@@ -68,7 +68,8 @@ def cold_start(model: str, steps: int, out: str) -> str:
                  ["sft", "--samples", os.path.join(traces, "samples.jsonl"), "--steps", str(steps), "--output", cold,
                   "--dataset", held, "--set", f"tasks.test_split={held}", "--set", "eval.size=4", "--set",
                   "sft.batch_size=8", "--set", "sft.lr=2e-4", "--set", "sft.warmup_steps=5"]):
-        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args, "--set", f"model.name_or_path={model}"],
+        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args, "--set", f"model.name_or_path={model}",
+                            "--set", f"num_threads={threads}"],  # every core: this process waits meanwhile
                            cwd=os.path.dirname(HERE), capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"cold start: {args[0]} failed:\n{r.stderr[-2000:]}")
@@ -132,6 +133,9 @@ def run_ours(model: str, a, out: str) -> tuple[list[float], list[float], list[fl
         "grpo.environment=python", "grpo.tool_format=chat", f"grpo.max_tool_calls={a.turns}",
         f"grpo.max_turns={a.turns + 1}", f"grpo.max_episode_tokens={a.max_tokens * (a.turns + 1)}"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    share = [h.get("time/tools", 0.0) / h["time/step"] for h in history]
+    print("ours: tool seconds (summed over calls, which overlap) over each step's seconds: "
+          + ", ".join(f"{x:.2f}" for x in share), flush=True)
     return ([h["time/step"] for h in history], [h["reward/mean"] for h in history],
             [h["tools/calls_per_sample"] for h in history])
 
@@ -166,7 +170,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = model_with_qwen3_template(os.path.join(tmp, "model"))
         if a.cold_start:
-            model = cold_start(model, a.cold_start, tmp)
+            model = cold_start(model, a.cold_start, tmp, a.threads)
             print(f"cold start: {a.cold_start} SFT steps of 8 traces in the template's call form -> {model}",
                   flush=True)
         t_ours, r_ours, c_ours = run_ours(model, a, os.path.join(tmp, "ours"))
