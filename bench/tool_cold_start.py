@@ -3,7 +3,7 @@ tool, against GRPO without it, GRPO with it from the base model, the cold start 
 with shuffled rewards (the control). SmolLM2-135M-Instruct, 2 cores.
 
     .venv/bin/python bench/tool_cold_start.py [--steps 16] [--traces 400] [--sft-steps 120] [--sft-batch 8] \\
-        [--sft-lr 2e-4] [--eval 200] [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start]
+        [--sft-lr 2e-4] [--eval 200] [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start] [--cold DIR]
 
 Data: problems of task/embedded/tool_problems.py; the traces (`reasoning-rl traces`) at scale 1, training and
 held-out prompts at scale 2 (bigger numbers than the traces had), plus the `easy` family mixed into both (a model
@@ -93,7 +93,11 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", default=list("abcde"), choices=list("abcde"))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", default="runs/tool_cold_start")
+    ap.add_argument("--cold", default="", help="an existing cold-start folder of this seed to start (c)-(e) from "
+                                                "(its time then not counted); one seed only")
     a = ap.parse_args()
+    if a.cold and len(a.seeds) != 1:
+        raise SystemExit(f"--cold: one cold start serves one seed; got --seeds {a.seeds}")
     from bench.machine import describe
 
     print(describe(), flush=True)  # where this ran: figures from two machines side by side
@@ -104,9 +108,9 @@ def main() -> None:
         log = os.path.join(out, "log.txt")
         train, held = data(out, 400, a.eval, seed)
         base = ["--set", "model.name_or_path=smollm2-135m-instruct", "--set", "num_threads=0", "--set", f"seed={seed}"]
-        cold = os.path.join(out, "cold")
+        cold = os.path.abspath(a.cold) if a.cold else os.path.join(out, "cold")
         t_cold = 0.0
-        if set(a.arms) & set("cde"):
+        if set(a.arms) & set("cde") and not a.cold:
             t_cold += cli("traces", "-n", str(a.traces), "-o", os.path.join(out, "traces"), *base, log=log)
             t_cold += cli("sft", "--samples", os.path.join(out, "traces", "samples.jsonl"), "--steps",
                           str(a.sft_steps), "--output", cold, "--dataset", held, "--set", "eval.size=4",
