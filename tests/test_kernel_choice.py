@@ -1,6 +1,6 @@
 """`generation.cpu_decode=auto` chooses by measurement (rollout/kernel_choice.py): fake timings in, choice out; the
-choice is cached per machine and shape and read back without measuring; another machine measures again; the kernels that win alone are
-combined and timed beside eager; a real measurement on a small llama times eager and each kernel and leaves the
+choice is cached per machine and shape and read back without measuring; another machine measures again; the
+kernels that win alone are combined and timed beside eager; a real measurement on a small llama times eager and each kernel and leaves the
 run's random stream as it was."""
 from __future__ import annotations
 
@@ -134,6 +134,7 @@ def test_the_winners_are_combined_and_timed_beside_eager(monkeypatch, alone, com
 
 def test_without_onednn_packing_is_not_timed(monkeypatch):
     seen = []
-    monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: seen.append(combos) or {c: 1.0 for c in combos})
+    monkeypatch.setattr(kernel_choice, "_timed",
+                        lambda m, r, combos, d: seen.append(combos) or {c: 1.0 for c in combos})
     kernel_choice.measure(None, 8, K(False, True, True), None)
     assert seen == [[E, K(False, True, False), K(False, False, True)]]

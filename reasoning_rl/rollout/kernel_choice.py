@@ -117,10 +117,11 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
     try:
         for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted
             for k in combos:
-                with decoding_with(k, model) as draw:  # packing the weights happens here, outside the clock: once
-                    t0 = time.perf_counter()  # per rollout in a run, not per step
-                    decode.sample_kept(model, ids, mask, STEPS if r else WARM_STEPS, eos_id=-1, draw=draw)  # no
-                    seconds = time.perf_counter() - t0  # row ever ends
+                # packing the weights happens on entering, outside the clock: once per rollout in a run, not per step
+                with decoding_with(k, model) as draw:
+                    t0 = time.perf_counter()  # eos_id -1: no row ever ends
+                    decode.sample_kept(model, ids, mask, STEPS if r else WARM_STEPS, eos_id=-1, draw=draw)
+                    seconds = time.perf_counter() - t0
                 if r:
                     best[k] = min(best[k], seconds)
         return best

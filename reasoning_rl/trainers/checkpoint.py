@@ -10,8 +10,8 @@ moment leaves the new checkpoint, or the previous one (put back by `run_dir.reco
 `load` and `save` call first), never a partial one; the leftovers of a killed save are removed.
 `extra` holds any further stateful objects a trainer has (PPO: the critic, its optimiser and
 scheduler, the adaptive KL controller), each with `state_dict` / `load_state_dict`; under a launcher the further
-trained models and their optimisers (`nets`) go through torch.distributed.checkpoint with the policy instead. The run's config
-is saved beside the states (`config.json`), so `--resume` can say what changed (`resume_changes`).
+trained models and their optimisers (`nets`) go through torch.distributed.checkpoint with the policy instead.
+The run's config is saved beside the states (`config.json`), so `--resume` can say what changed (`resume_changes`).
 
 Under a launcher (`save_ranks` / `load_ranks`: every rank calls them) the weights and the optimiser state go
 through `torch.distributed.checkpoint` (`dcp/`: each rank writes its shards under FSDP2, replicated tensors

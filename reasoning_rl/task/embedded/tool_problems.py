@@ -111,8 +111,8 @@ def problems(n: int, seed: int, scale: int = 1, families=FAMILIES, tries: int = 
             repeats += 1
             if repeats >= tries:
                 given = sum(q.family == family for q in out)
-                raise ValueError(f"tool problems: family {family!r} at scale {scale} gave {given} distinct problems and "
-                                 f"then only repeats ({tries} in a row); ask for fewer than {n} problems")
+                raise ValueError(f"tool problems: family {family!r} at scale {scale} gave {given} distinct problems "
+                                 f"and then only repeats ({tries} in a row); ask for fewer than {n} problems")
             continue
         repeats = 0
         seen.add(p.prompt)
