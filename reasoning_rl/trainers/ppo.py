@@ -42,9 +42,12 @@ class Critic(torch.nn.Module):
     """V(s_t) for each completion token: the value of the state before the token is produced. A copy of the
     policy's transformer body with a scalar head initialised at zero."""
 
-    def __init__(self, policy) -> None:
+    def __init__(self, policy, own: bool = False) -> None:
+        """own: `policy` is a copy made for the critic (under FSDP2, `Ranks.whole_copy`), whose body it takes
+        instead of copying it again."""
         super().__init__()
-        self.body = copy.deepcopy(body_of(policy))  # (B, T, H) hidden states (with LoRA: the adapted body)
+        body = body_of(policy)
+        self.body = body if own else copy.deepcopy(body)  # (B, T, H) hidden states (with LoRA: the adapted body)
         w = next(policy.parameters())  # the head lives where the body does, in its dtype
         self.head = torch.nn.Linear(policy.config.hidden_size, 1, device=w.device, dtype=w.dtype)
         torch.nn.init.zeros_(self.head.weight)
@@ -95,8 +98,9 @@ class PPO:
 
     def setup(self, learner: Learner) -> tuple[list[Net], dict]:
         rl = learner.rl
-        # under FSDP2 the policy is sharded by now: the critic copies the body of every rank's whole copy of it
-        self.critic = Critic(learner.ranks.whole_copy(learner.model))
+        # under FSDP2 the policy is sharded by now: the critic takes the body of every rank's whole copy of it
+        whole = learner.ranks.whole_copy(learner.model)
+        self.critic = Critic(whole, own=whole is not learner.model)
         self.critic_t = learner.ranks.wrap(self.critic)  # DDP under a launcher; FSDP2 shards it in place, so the
         opt_v, sched_v = adamw(self.critic, rl.critic_lr, rl.warmup_steps)  # optimiser comes after
         self.kl_ctl = AdaptiveKL(rl.beta, rl.kl_target, rl.kl_horizon)
