@@ -90,14 +90,10 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
     end = list(end_ids or stop_ids(None, tok))
     rows = [PromptRow(f"tool-{i}", f"{p.prompt}\n{instruction}", {"answer": str(p.answer), "family": p.family})
             for i, p in enumerate(problems)]
-    if tool_format == "chat":
-        prompts = [{"prompt_id": r.prompt_id, "messages": [{"role": "user", "content": r.prompt}],
-                    "tools": list(tool.TOOLS)} for r in rows]
-        for x in prompts:
-            x["prompt"] = tok.apply_chat_template(x["messages"], tools=x["tools"], tokenize=False,
-                                                  add_generation_prompt=True)
-    else:
-        prompts = [{"prompt_id": r.prompt_id, "prompt": render_prompt(tok, r.prompt, True)} for r in rows]
+    tools = list(tool.TOOLS) if tool_format == "chat" else []  # chat: the conversation and the schemas go along
+    prompts = [{"prompt_id": r.prompt_id, "prompt": render_prompt(tok, r.prompt, True, tools),
+                **({"messages": [{"role": "user", "content": r.prompt}], "tools": tools} if tools else {})}
+               for r in rows]
     limits = EpisodeLimits(max_turns=3, max_tool_calls=1, max_episode_tokens=1024, tool_format=tool_format)
     eps = run_episodes(None, tok, tool, prompts, SamplingConfig(max_tokens=256, seed=None), limits, stop_ids=end,
                        engine=ScriptedTurns(tok, problems, end, tool_format))

@@ -88,11 +88,12 @@ def save_state(model, path: str) -> None:
               metadata={"format": "pt"})
 
 
-def render_prompt(tokenizer, prompt: str, chat: bool) -> str:
-    """The text an engine generates from: the prompt itself, or the tokenizer's chat template around it."""
+def render_prompt(tokenizer, prompt: str, chat: bool, tools: list | None = None) -> str:
+    """The text an engine generates from: the prompt itself, or the tokenizer's chat template around it (with
+    `tools`, their schemas shown through the template: apply_chat_template's `tools=`)."""
     if chat:
-        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tools=tools or None,
+                                             tokenize=False, add_generation_prompt=True)
     return prompt
 
 
