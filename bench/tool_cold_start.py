@@ -14,8 +14,10 @@ that learned when calling pays should call less there). Arms, each from the same
 Held-out: greedy episodes (with the tool where the arm has it; (a) without), `--eval` prompts, accuracy with its
 standard error and tool calls per episode. Writes summary.json and prints a table.
 Per family (`by_family`): episodes, tool calls per episode and pass rate over the last third of each arm's training
-rounds, read from its archive (the held-out evaluation keeps no samples). Not here: TRL (bench/tools_vs_trl.py); the
-share of calls that ran without error, of answers equal to a tool's output.
+rounds, read from its archive (the held-out evaluation keeps no samples). Held-out tool figures: calls per episode,
+the share of calls that ran without error, and of answers equal to a tool's output (eval/tool_ok,
+eval/answer_is_tool_output). Without (c) among the arms, (c) is read from (d)'s step-0 evaluation (the same model).
+Not here: TRL (bench/tools_vs_trl.py).
 """
 from __future__ import annotations
 
@@ -135,17 +137,32 @@ def main() -> None:
             evals = [x for x in m if "eval/accuracy" in x]
             results[f"{arm}-{seed}"] = {"start": evals[0]["eval/accuracy"], "end": evals[-1]["eval/accuracy"],
                                         "end_tool_calls": evals[-1].get("eval/tool_calls"),
+                                        "end_tool_ok": evals[-1].get("eval/tool_ok"),
+                                        "end_answer_is_tool_output": evals[-1].get("eval/answer_is_tool_output"),
                                         "seconds": round(t + (t_cold if arm in "cde" else 0), 1),
                                         "by_family": by_family(run_dir, train)}
             print(f"[{arm} seed {seed}] {results[f'{arm}-{seed}']}", flush=True)
+        if "d" in a.arms and "c" not in a.arms:  # (c) is (d)'s first evaluation: the cold-started model, untrained
+            d = results[f"d-{seed}"]
+            results[f"c-{seed}"] = {"start": d["start"], "end": d["start"], "from": "d's step-0 evaluation",
+                                    "seconds": round(t_cold, 1)}
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(results, f, indent=1)
-    print(f"\n{'arm':<6} {'seed':>4} {'held-out start -> end':>24} {'calls/ep':>9} {'s':>7}")
-    for k, r in results.items():
+    print(f"\n{'arm':<6} {'seed':>4} {'held-out start -> end':>24} {'calls/ep':>9} {'calls ok':>9} "
+          f"{'ans=out':>8} {'s':>7}")
+    share = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731  (no call made: no share)
+    for k, r in sorted(results.items()):
         arm, seed = k.split("-")
         se = math.sqrt(r["end"] * (1 - r["end"]) / a.eval)
         print(f"{arm:<6} {seed:>4} {r['start']:>10.3f} -> {r['end']:.3f} +- {se:.3f} "
-              f"{(r['end_tool_calls'] or 0):>9.2f} {r['seconds']:>7.0f}")
+              f"{share(r.get('end_tool_calls')):>9} {share(r.get('end_tool_ok')):>9} "
+              f"{share(r.get('end_answer_is_tool_output')):>8} {r['seconds']:>7.0f}")
+    for arm in sorted({k.split("-")[0] for k in results}):  # over seeds: mean and spread of the held-out end
+        ends = [r["end"] for k, r in results.items() if k.split("-")[0] == arm]
+        mean = sum(ends) / len(ends)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in ends) / (len(ends) - 1)) if len(ends) > 1 else 0.0
+        print(f"arm {arm}: held-out end over {len(ends)} seed(s) {mean:.3f} (sd {sd:.3f}; min {min(ends):.3f}, "
+              f"max {max(ends):.3f})")
 
 
 if __name__ == "__main__":

@@ -367,3 +367,34 @@ def test_verl_rows_route_each_to_the_verifier_its_data_source_names(tmp_path):
     assert [v["route"].status.value for v in wrong] == ["incorrect"] * 3
     with pytest.raises(UserError, match="tasks.outcome_map: .* 'my_source' maps to 'nope'"):
         task_of(source=str(path), preset="verl", heldout_percent=1, outcome_map={"my_source": "nope"})
+
+
+def test_tool_shares_count_clean_calls_and_answers_equal_to_the_tools_output(tmp_path):
+    """eval's tool figures from greedy episodes: `tool_ok` over calls (a program error or an environment failure is
+    not ok), `answer_is_tool_output` over episodes with a clean output, judged by the math verifier with that output
+    as the reference; nothing where no episode called."""
+    from reasoning_rl import config
+    from reasoning_rl.config.sections import Config
+    from reasoning_rl.eval.held_out import tool_shares
+    from reasoning_rl.rollout.episodes import Episode
+    from reasoning_rl.task.task import Task
+    from reasoning_rl.types import Turn
+
+    from .helpers.hf_model import write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"question": f"q{i}?", "answer": f"x\n#### {i}"} for i in range(8)])
+    task = Task.from_config(config.load(Config, overrides=[f"tasks.source={data}", "tasks.preset=gsm8k",
+                                                           "tasks.test_split=train"]).tasks)
+    rows = task.train[:5]
+    call = lambda out, **kw: Turn("```python\nprint(6*7)\n```", call="print(6*7)", observation=out, **kw)  # noqa: E731
+    cases = [  # (turns, final text): what each episode did
+        ([call("42\n"), Turn("The answer is 42.")], "The answer is 42."),          # clean call, answer = its output
+        ([call("42\n"), Turn("The answer is 41.")], "The answer is 41."),          # clean call, another answer
+        ([call("Traceback ...", program_error=True), Turn("So 7.")], "So 7."),      # program error: not ok, not used
+        ([call(None, error="sandbox died")], ""),                                  # environment failed
+        ([Turn("The answer is 3.")], "The answer is 3."),                          # no call
+    ]
+    eps = [Episode(row=r, prompt_ids=[], turns=list(t)) for r, (t, _) in zip(rows, cases)]
+    got = tool_shares(task, rows, eps, [text for _, text in cases])
+    assert got == {"tool_ok": 2 / 4, "answer_is_tool_output": 1 / 2}
+    assert tool_shares(task, rows[-1:], eps[-1:], ["The answer is 3."]) == {}

@@ -11,8 +11,9 @@ whose completion has an answer the outcome verifier read: CORRECT or INCORRECT, 
 `accuracy_parseable` (passes among those; 0 when there are none); `truncated` (the share cut at the token limit); and,
 where the outcome verifier can tell (`states_answer`, the math verifier's), `stated` (completions that state their
 answer in an answer form: a box, ####, "the answer is", ...) and `accuracy_stated`; episodes add `tool_calls` per
-episode. With truncated="fail" (eval.truncated) a cut completion is never a pass, whatever the verifier read in it;
-one whose environment failed is never a pass.
+episode, and where any episode called, `tool_ok` and `answer_is_tool_output` (`tool_shares`). With truncated="fail"
+(eval.truncated) a cut completion is never a pass, whatever the verifier read in it; one whose environment failed is
+never a pass.
 
 Correctness is the task's (Task.verify, the reward's own check). Not here: sampled evaluation with pass@k (metrics.py,
 sampled.py), decoding (reasoning_rl/rollout/greedy.py, episodes.py).
@@ -90,6 +91,32 @@ def _episodes(task, model, tok, rows: Sequence[dict], rl, max_tokens: int, pool,
                            EpisodeLimits.of(rl))
     finally:
         getattr(env, "shutdown", lambda: None)()
-    out = score(task, rows, [e.sample().text for e in eps], [e.truncated for e in eps], pool, truncated,
-                failed=[bool(e.failure) for e in eps])
-    return dict(out, tool_calls=sum(e.tool_calls for e in eps) / max(1, len(rows)))
+    texts = [e.sample().text for e in eps]
+    out = score(task, rows, texts, [e.truncated for e in eps], pool, truncated, failed=[bool(e.failure) for e in eps])
+    return dict(out, tool_calls=sum(e.tool_calls for e in eps) / max(1, len(rows)),
+                **tool_shares(task, rows, eps, texts, pool))
+
+
+def tool_shares(task, rows: Sequence[dict], eps, texts: Sequence[str], pool=None) -> dict[str, float]:
+    """How the episodes used their calls: `tool_ok`, the share of calls that ran without error (neither the program
+    nor the environment failed), and `answer_is_tool_output`, the share of episodes with a clean tool output whose
+    answer equals the last such output, as the outcome verifier judges equality (the output as the reference).
+    Empty where no episode called (a share of nothing is not 0)."""
+    calls = [t for e in eps for t in e.turns if t.call]
+    if not calls:
+        return {}
+    out = {"tool_ok": sum(not t.program_error and not t.error for t in calls) / len(calls)}
+    last = [next((t.observation for t in reversed(e.turns) if t.call and t.observation and not t.program_error), None)
+            for e in eps]
+    used = [i for i, o in enumerate(last) if o is not None and o.strip()]
+    if used:
+        verdicts = task.verify(task.outcome_reward(), [_with_reference(rows[i], last[i].strip()) for i in used],
+                               [texts[i] for i in used], pool=pool, truncated=[eps[i].truncated for i in used])
+        out["answer_is_tool_output"] = sum(bool(v[task.outcome].passed) for v in verdicts) / len(used)
+    return out
+
+
+def _with_reference(row: dict, reference: str) -> dict:
+    """`row` with `reference` as its gold (inside a routed row's {"verifier", "reference"} where it has one)."""
+    ref = row["reference"]
+    return dict(row, reference=dict(ref, reference=reference) if isinstance(ref, dict) else reference, refs={})

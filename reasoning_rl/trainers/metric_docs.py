@@ -159,6 +159,11 @@ METRICS: tuple[Metric, ...] = (
                                             "not read into them by a fallback such as the last number"),
     Metric("eval/accuracy_stated", "fraction", BOTH, "held-out accuracy among completions that state their answer"),
     Metric("eval/tool_calls", "calls", BOTH, "with an environment: tool calls per held-out episode (greedy)"),
+    Metric("eval/tool_ok", "fraction", BOTH, "with an environment, where any held-out episode called: the share of "
+                                           "calls that ran without error (program or environment)"),
+    Metric("eval/answer_is_tool_output", "fraction", BOTH, "with an environment: among held-out episodes with a clean "
+                                                           "tool output, the share whose answer equals the last one "
+                                                           "(the outcome verifier's equality)"),
     Metric("eval/truncated", "fraction", BOTH, "held-out completions cut at generation.max_tokens (no end of turn); "
                                                "with eval.truncated fail (the default) none of them is a pass"),
 )
