@@ -1,7 +1,8 @@
 """Tool use on the embedded default: the tiny model multiplies two-digit numbers with a calculator, against GRPO
 without it from the same warm start, the control given the same wall time.
 
-    .venv/bin/python bench/tool_demo.py [--steps 30] [--sft-steps 600] [--tool-fraction 0.15] [--out runs/tool_demo]
+    .venv/bin/python bench/tool_demo.py [--steps 30] [--sft-steps 600] [--tool-fraction 0.15] [--seeds 0 1 2] \
+        [--out runs/tool_demo]
 
 Task: `mul2` rows ("37*48="), held out by hash. Warm start (both arms): SFT whose targets are calculator traces with
 probability `--tool-fraction` (`sft.tool_fraction`: "<<37*48>>=1776" newline "1776") and direct answers otherwise.
@@ -9,7 +10,9 @@ Tool arm: GRPO with `grpo.environment=calculator` (the model writes the call, th
 model writes the answer), held-out accuracy from greedy episodes. Control: GRPO on single completions (a call gets
 no answer), for as many steps as fit in the tool arm's GRPO wall time. Prints both held-out accuracies (start and
 end, with standard errors), tool calls per held-out episode, and the wall times; writes summary.json. With
-`--tool-fraction 1` the control's warm start is the same traces with no calculator to answer them.
+`--tool-fraction 1` the control's warm start is the same traces with no calculator to answer them. With several
+`--seeds` (the config's `seed`: the tiny model's initialisation, its warm start and its sampling; the same task rows)
+each seed runs both arms in turn, and each arm's held-out end is also given as mean, standard deviation and range.
 """
 from __future__ import annotations
 
@@ -57,23 +60,36 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--sft-steps", type=int, default=600)
     ap.add_argument("--tool-fraction", type=float, default=0.15, help="share of warm-start targets that use the tool")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="the config's seed, one run of both arms each")
     ap.add_argument("--out", default="runs/tool_demo")
     a = ap.parse_args()
     from bench.machine import describe
 
     print(describe(), flush=True)  # where this ran: figures from two machines side by side
-    start = [f"sft.tool_fraction={a.tool_fraction}"]
     import torch
 
     torch.set_num_threads(1)
-    res = {"tool": arm("tool", start + TOOL, a.steps, a.sft_steps, a.out)}
-    probe = arm("control-probe", start, 3, a.sft_steps, a.out)  # the control's seconds per GRPO step, measured
-    per_step = probe["grpo_s"] / 3
-    res["control"] = arm("control", start, max(1, round(res["tool"]["grpo_s"] / per_step)), a.sft_steps, a.out)
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "summary.json"), "w") as f:
-        json.dump(res, f, indent=1)
+    res = {}
+    for seed in a.seeds:
+        start = [f"sft.tool_fraction={a.tool_fraction}", f"seed={seed}"]
+        out = a.out if len(a.seeds) == 1 else os.path.join(a.out, f"seed{seed}")
+        sfx = "" if len(a.seeds) == 1 else f"-{seed}"
+        res["tool" + sfx] = arm("tool", start + TOOL, a.steps, a.sft_steps, out)
+        probe = arm("control-probe", start, 3, a.sft_steps, out)  # the control's seconds per GRPO step, measured
+        per_step = probe["grpo_s"] / 3
+        res["control" + sfx] = arm("control", start, max(1, round(res["tool" + sfx]["grpo_s"] / per_step)),
+                                   a.sft_steps, out)
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "summary.json"), "w") as f:
+            json.dump(res, f, indent=1)
     print(json.dumps(res, indent=1))
+    for name in ("tool", "control"):
+        ends = [r["heldout_end"] for k, r in res.items() if k.split("-")[0] == name]
+        if len(ends) > 1:
+            mean = sum(ends) / len(ends)
+            sd = math.sqrt(sum((x - mean) ** 2 for x in ends) / (len(ends) - 1))
+            print(f"{name:>8}: held-out end over {len(ends)} seeds {mean:.3f} (sd {sd:.3f}; min {min(ends):.3f}, "
+                  f"max {max(ends):.3f})")
     for k, r in res.items():
         print(f"{k:>8}: held-out {r['heldout_start']:.3f} +- {r['heldout_start_se']:.3f} -> {r['heldout_end']:.3f} "
               f"+- {r['heldout_end_se']:.3f} after {r['steps']} GRPO steps in {r['grpo_s']} s"

@@ -85,6 +85,9 @@ CASES = [
     (["eval", "--set", "model.gguf_file=m.gguf", "--dataset", "{ok}"], "model.gguf_file: value 'm.gguf' needs"),
     (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
     (["demo", "--set", "grpo.eval_at_end=false"], "demo: grpo.eval_at_end: value false leaves the demo nothing"),
+    (["demo", "--tools"], "demo --tools: give --model (choose from ['smollm2-135m-instruct'])"),
+    (["demo", "--tools", "--model", "nope"], "demo --model: value 'nope' has no tool demo (choose from "
+                                             "['smollm2-135m-instruct'])"),
     # a distillation teacher, and SFT on verified samples: checked before anything loads
     (["train", "distill", "--teacher", "/no/such/teacher", "--set", "output_dir={dir}/t1"],
      "distill.teacher: '/no/such/teacher' is not a directory"),

@@ -177,3 +177,35 @@ def test_a_cold_start_on_traces_then_a_grpo_round_in_which_the_real_model_calls_
     for x in called:
         obs = [i for i, m in zip(x["token_ids"], x["loss_mask"]) if m == 0]
         assert obs and 1 in x["loss_mask"]  # the tool's tokens are there, masked; the model's are trained
+
+
+@pytest.mark.slow  # the real model: `demo --tools` at a few steps (a few minutes)
+@pytest.mark.timeout(1500)
+def test_the_tool_demo_cold_starts_the_real_model_then_trains_it_with_the_tool(tmp_path):
+    """`reasoning-rl demo --model smollm2-135m-instruct --tools`, shrunk: traces, the cold start (a full model in
+    cold/), a GRPO round with the Python tool whose episodes call it with the tool's tokens masked, and held-out
+    episodes before and after with their tool figures in the log and in metrics.jsonl."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, run_env
+
+    out = tmp_path / "demo"
+    r = subprocess.run([sys.executable, "-m", "reasoning_rl", "demo", "--model", "smollm2-135m-instruct", "--tools",
+                        "--traces", "32", "--set", "sft.steps=16", "--set", "sft.warmup_steps=2", "--set",
+                        "grpo.steps=1", "--set", "grpo.eval_every=1", "--set", "grpo.prompts_per_step=4", "--set",
+                        "grpo.group_size=4", "--set", "eval.size=6", "--set", "num_threads=2", "--set",
+                        f"output_dir={out}"], capture_output=True, text=True, cwd=ROOT,
+                       env=run_env(OMP_NUM_THREADS="2"), timeout=1400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = r.stdout + r.stderr
+    assert "32 tool traces written" in said and re.search(r"held-out accuracy \(6 problems.*cold start \d\.\d{3}", said)
+    assert re.search(r"tool calls per episode \d\.\d\d -> \d\.\d\d", said), said[-2000:]
+    assert (out / "cold" / "config.json").exists() and (out / "held_out.jsonl").exists()
+    evals = [m for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "eval/accuracy" in m]
+    assert len(evals) == 2 and evals[0]["eval/tool_calls"] > 0  # the cold-started model calls on held-out problems
+    assert 0.0 <= evals[0]["eval/tool_ok"] <= 1.0
+    lines = [json.loads(x) for x in (out / "archive.jsonl").read_text().splitlines()]
+    called = [x for x in lines if any(t.get("observation") for t in x.get("turns", []))]
+    assert called, "no training episode called the tool after the cold start"
+    assert all(0 in x["loss_mask"] and 1 in x["loss_mask"] for x in called)

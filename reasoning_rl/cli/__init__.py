@@ -5,6 +5,7 @@
     data.py       curate, pairs, eval, task check, reverify, sft of a model other than tiny
     verify.py     verify, verifiers calibrate, verifiers probe (torch-free)
     demo.py       the main job on the embedded default, or on a real model
+    tool_demo.py  `demo --model ... --tools`: a real model's cold start on tool traces, then GRPO with the tool
     report.py     one self-contained HTML page of a run (report_page.html draws it)
     reverify.py   re-score a run's archive with other verifiers
 

@@ -154,12 +154,17 @@ def cmd_train_prm(args) -> int:
 
 def cmd_demo(args) -> int:
     from .demo import REAL_DEMOS, run_demo, run_real_demo
+    from .tool_demo import TOOL_DEMOS, run_tool_demo
 
+    demos, what = (TOOL_DEMOS, "tool demo") if args.tools else (REAL_DEMOS, "demo")
+    if args.tools and not args.model:
+        raise UserError(f"demo --tools: give --model (choose from {sorted(TOOL_DEMOS)}); the embedded model's tool "
+                        "demo is bench/tool_demo.py")
     if args.model:
-        if args.model not in REAL_DEMOS:
-            raise UserError(f"demo --model: value {args.model!r} has no demo (choose from {sorted(REAL_DEMOS)}); "
+        if args.model not in demos:
+            raise UserError(f"demo --model: value {args.model!r} has no {what} (choose from {sorted(demos)}); "
                             "train your own model with `reasoning-rl train grpo --set model.name_or_path=...`")
-        args.overrides = [*REAL_DEMOS[args.model], *args.overrides]
+        args.overrides = [*demos[args.model], *args.overrides]
     cfg = load_config(args)
     for knob in ("eval_at_start", "eval_at_end"):  # the demo is held-out accuracy before and after
         if not getattr(cfg.grpo, knob):
@@ -167,7 +172,10 @@ def cmd_demo(args) -> int:
                             "accuracy before and after); use `reasoning-rl train grpo` for a run without it")
     check_model(cfg)
     cfg = claim_output_dir(cfg, args, "demo")
-    (run_real_demo if args.model else run_demo)(cfg)
+    if args.tools:
+        run_tool_demo(cfg, args.traces)
+    else:
+        (run_real_demo if args.model else run_demo)(cfg)
     return 0
 
 
@@ -380,10 +388,15 @@ def _add_run_commands(sub) -> None:
 def _add_demo_command(sub) -> None:
     p = cmd(sub, "demo", "the main job: SFT warm start (cached), then GRPO; held-out accuracy and a plot. With "
                          "--model, GRPO of a real chat model on word problems, sized for a 2-core CPU",
-            "reasoning-rl demo --model smollm2-135m-instruct")
+            "reasoning-rl demo --model smollm2-135m-instruct [--tools]")
     add_config_args(p)
     p.add_argument("--model", metavar="NAME", help="a real model's demo (smollm2-135m-instruct; its time on 2 cores "
                                                    "is in docs/results.md); its knobs apply over --config, under --set")
+    p.add_argument("--tools", action="store_true", help="with --model: the tool demo, a cold start on generated "
+                                                        "Python-tool traces then GRPO with the sandboxed tool "
+                                                        "(about 25 minutes on 2 cores; cli/tool_demo.py)")
+    p.add_argument("--traces", type=POS_INT, default=400, help="with --tools: generated tool traces for the cold start "
+                                                               "(and training prompts for GRPO)")
     add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
 

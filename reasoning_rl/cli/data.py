@@ -84,7 +84,7 @@ def cmd_traces(args) -> int:
     if args.model:
         args.overrides = [*args.overrides, f"model.name_or_path={args.model}"]
     cfg = load_config(args)
-    from ..data.tool_traces import write_traces
+    from ..data.tool_traces import end_of_turn, write_traces
     from ..models.load import load_tokenizer
     from ..task.embedded.tool_problems import GENERATORS, problems
 
@@ -94,9 +94,8 @@ def cmd_traces(args) -> int:
         raise UserError(f"traces --families: unknown family {bad[0] if bad else args.families!r}; valid: "
                         f"{', '.join(sorted(GENERATORS))}")
     tok = load_tokenizer(cfg)
-    end = [i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id)
-           if isinstance(i, int) and i != tok.unk_token_id]
-    summary = write_traces(problems(args.n, cfg.seed, 1, families), tok, args.output, end_ids=end[:1] or None,
+    summary = write_traces(problems(args.n, cfg.seed, 1, families), tok, args.output,
+                           end_ids=end_of_turn(tok) or None,
                            tool_format=args.tool_format, instruction=args.instruction or None)
     print(f"traces: {summary.written} of {args.n} problems written as tool episodes ({summary.left_out} left out: "
           f"a tool output or final answer that did not check) -> {summary.path}; train on them with "

@@ -71,6 +71,14 @@ class ScriptedTurns:
         return out
 
 
+def end_of_turn(tok) -> list[int]:
+    """The id a trace's turn ends with: ChatML's <|im_end|> where the tokenizer has it, else its EOS (empty: neither;
+    write_traces then takes the rollout's stop ids)."""
+    end = [i for i in (tok.convert_tokens_to_ids("<|im_end|>"), tok.eos_token_id)
+           if isinstance(i, int) and i != tok.unk_token_id]
+    return end[:1]
+
+
 def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = None,
                 instruction: str | None = None, end_ids: Sequence[int] | None = None,
                 tool_format: str = "text") -> list[Group]:
