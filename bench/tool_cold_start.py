@@ -3,7 +3,8 @@ tool, against GRPO without it, GRPO with it from the base model, the cold start 
 with shuffled rewards (the control). SmolLM2-135M-Instruct, 2 cores.
 
     .venv/bin/python bench/tool_cold_start.py [--steps 16] [--traces 400] [--sft-steps 120] [--sft-batch 8] \\
-        [--sft-lr 2e-4] [--eval 200] [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start] [--cold DIR]
+        [--sft-lr 2e-4] [--eval 200] [--arms a b c d e] [--seeds 0] [--out runs/tool_cold_start] [--cold DIR] \\
+        [--direct easy]
 
 Data: problems of task/embedded/tool_problems.py; the traces (`reasoning-rl traces`) at scale 1, training and
 held-out prompts at scale 2 (bigger numbers than the traces had), plus the `easy` family mixed into both (a model
@@ -32,6 +33,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from reasoning_rl.data.tool_traces import INSTRUCTION  # noqa: E402  (the traces' own instruction)
+from reasoning_rl.task.embedded.tool_problems import FAMILIES  # noqa: E402
 TOOL = ["grpo.environment=python", "grpo.max_turns=3", "grpo.max_tool_calls=2", "grpo.max_episode_tokens=384"]
 # GRPO as the real model's demo runs it (cli/demo.py): LoRA r 16, lr 3e-4, no warm-up
 LORA = ["--set", "model.lora.r=16", "--set", "model.lora.alpha=32", "--set", "grpo.lr=3e-4", "--set",
@@ -48,7 +50,7 @@ def cli(*args: str, log: str) -> float:
 
 
 def data(out: str, n_train: int, n_eval: int, seed: int) -> tuple[str, str]:
-    from reasoning_rl.task.embedded.tool_problems import FAMILIES, problems
+    from reasoning_rl.task.embedded.tool_problems import problems
 
     fams = (*FAMILIES, "easy")
     rows = problems(n_train + n_eval, seed + 100, scale=2, families=fams)
@@ -95,6 +97,8 @@ def main() -> None:
     ap.add_argument("--arms", nargs="+", default=list("abcde"), choices=list("abcde"))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--out", default="runs/tool_cold_start")
+    ap.add_argument("--direct", default="", help="families answered without a call in the traces (easy: the cold "
+                                                "start then also shows when not to call; the traces hold them too)")
     ap.add_argument("--cold", default="", help="an existing cold-start folder of this seed to start (c)-(e) from "
                                                 "(its time then not counted); one seed only")
     a = ap.parse_args()
@@ -113,7 +117,9 @@ def main() -> None:
         cold = os.path.abspath(a.cold) if a.cold else os.path.join(out, "cold")
         t_cold = 0.0
         if set(a.arms) & set("cde") and not a.cold:
-            t_cold += cli("traces", "-n", str(a.traces), "-o", os.path.join(out, "traces"), *base, log=log)
+            direct = ["--families", ",".join((*FAMILIES, *a.direct.split(","))), "--direct", a.direct] if a.direct \
+                else []
+            t_cold += cli("traces", "-n", str(a.traces), "-o", os.path.join(out, "traces"), *direct, *base, log=log)
             t_cold += cli("sft", "--samples", os.path.join(out, "traces", "samples.jsonl"), "--steps",
                           str(a.sft_steps), "--output", cold, "--dataset", held, "--set", "eval.size=4",
                           "--set", f"sft.batch_size={a.sft_batch}", "--set", f"sft.lr={a.sft_lr}",

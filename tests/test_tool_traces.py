@@ -102,6 +102,24 @@ def test_chat_format_traces_call_through_the_template(tok, tool):
                                                                                 "arguments": {"code": p.code}}
 
 
+def test_direct_families_are_answered_without_a_call_the_others_call(tok, tool):
+    """`direct=("easy",)`: the one-digit sums are one turn with no call and no masked token, the answer worked out
+    and boxed (it passes `math`); the tool families still call, as without `direct`."""
+    ps = problems(12, seed=4, families=(*FAMILIES, "easy"))
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    groups = make_traces(ps, tok, tool, end_ids=[end], direct=("easy",))
+    assert len(groups) == len(ps) and sum(p.family == "easy" for p in ps) == 2
+    for g, p in zip(groups, ps):
+        s = g.samples[0]
+        assert s.verdicts["math"].status.value == "correct", (s.text, p.answer)
+        if p.family == "easy":
+            a, b = re.findall(r"\d+", p.prompt)[:2]
+            assert s.text == f"{a} plus {b} is {p.answer}, so the answer is \\boxed{{{p.answer}}}."
+            assert len(s.turns) == 1 and not s.turns[0].call and set(s.loss_mask) == {1} and s.token_ids[-1] == end
+        else:
+            assert s.turns[0].call and 0 in s.loss_mask
+
+
 def test_sft_reads_the_traces_as_episodes(tok, tool, tmp_path):
     summary = write_traces(problems(6, seed=9), tok, str(tmp_path), tool,
                            end_ids=[tok.convert_tokens_to_ids("<|im_end|>")])
@@ -123,6 +141,9 @@ def test_an_unknown_family_is_one_line(tmp_path):
                         "-o", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=run_env(), timeout=120)
     assert r.returncode == 2 and "traces --families: unknown family 'riddles'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "reasoning_rl", "traces", "-n", "2", "--direct", "easy", "-o",
+                        str(tmp_path)], capture_output=True, text=True, cwd=ROOT, env=run_env(), timeout=120)
+    assert r.returncode == 2 and "traces --direct: family 'easy' is not among --families (products, sums, " in r.stderr
 
 
 @pytest.mark.timeout(60)

@@ -245,6 +245,8 @@ def _add_data_commands(sub) -> None:
     p.add_argument("-n", "--n", type=POS_INT, default=400, help="problems (the families in turn)")
     p.add_argument("--families", default="products,sums,units,remainders,choose",
                    help="comma-separated families of task/embedded/tool_problems.py (easy: one-digit sums)")
+    p.add_argument("--direct", default="", help="comma-separated families among --families answered without a "
+                                                "call, in one turn (easy: a cold start that shows when not to call)")
     p.add_argument("--model", metavar="MODEL", help="whose chat template and end-of-turn token the traces use; "
                                                     "overrides model.name_or_path")
     p.add_argument("--tool-format", choices=("text", "chat"), default="text",

@@ -89,14 +89,18 @@ def cmd_traces(args) -> int:
     from ..task.embedded.tool_problems import GENERATORS, problems
 
     families = tuple(f.strip() for f in args.families.split(",") if f.strip())
+    direct = tuple(f.strip() for f in args.direct.split(",") if f.strip())
     bad = [f for f in families if f not in GENERATORS]
     if bad or not families:
         raise UserError(f"traces --families: unknown family {bad[0] if bad else args.families!r}; valid: "
                         f"{', '.join(sorted(GENERATORS))}")
+    if any(f not in families for f in direct):
+        raise UserError(f"traces --direct: family {next(f for f in direct if f not in families)!r} is not among "
+                        f"--families ({', '.join(families)})")
     tok = load_tokenizer(cfg)
     summary = write_traces(problems(args.n, cfg.seed, 1, families), tok, args.output,
                            end_ids=end_of_turn(tok) or None,
-                           tool_format=args.tool_format, instruction=args.instruction or None)
+                           tool_format=args.tool_format, instruction=args.instruction or None, direct=direct)
     print(f"traces: {summary.written} of {args.n} problems written as tool episodes ({summary.left_out} left out: "
           f"a tool output or final answer that did not check) -> {summary.path}; train on them with "
           f"`reasoning-rl sft --samples {summary.path}`")

@@ -10,6 +10,8 @@ appends it (its tokens carry loss mask 0); a last turn that states what the tool
 of turn. Nothing of the output is typed by us: a trace whose tool output does not parse as the problem's answer, or
 whose final answer the `math` verifier does not pass, is left out and counted. The file is a rollout archive
 (data/archive.py), so `sft --samples` trains on the ids as they stand with the tool's output masked off, as RL does.
+Families named `direct` (the `easy` one-digit sums) are answered in one turn with no call ("3 plus 4 is 7, so the
+answer is \\boxed{7}."): a cold start that also shows when calling does not pay.
 
 Not here: the problems (task/embedded/tool_problems.py), the training (models/sft.py).
 """
@@ -46,17 +48,22 @@ class ScriptedTurns:
     next what the tool printed, boxed. The episodes' keys (their place in the call) say which problem is whose.
     tool_format "text": the program as a ```python block; "chat": as the template's structured call
     (`<tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>`), the turn ended by the end-of-turn
-    token as a chat-format call is."""
+    token as a chat-format call is. A problem of a `direct` family is answered in its first turn, without a call."""
 
-    def __init__(self, tok, problems: Sequence[ToolProblem], end_ids: Sequence[int], tool_format: str = "text") -> None:
+    def __init__(self, tok, problems: Sequence[ToolProblem], end_ids: Sequence[int], tool_format: str = "text",
+                 direct: Sequence[str] = ()) -> None:
         self.tok, self.problems, self.end, self.chat = tok, list(problems), list(end_ids), tool_format == "chat"
+        self.direct = frozenset(direct)
 
     def continue_ids(self, seqs, max_new, stops, sampling, seeds=None, keys=None):
         out = []
         for seq, key in zip(seqs, keys):
             p = self.problems[key[1]]
             shown = _OUTPUT.findall(self.tok.decode(seq, skip_special_tokens=False))
-            if not shown and self.chat:  # the first turn: a plan and the call, then the end of the turn
+            if p.family in self.direct:  # done in the head: the sum, the answer boxed, no call
+                ids = self.tok(f"{p.plan.rstrip('.')} is {p.answer}, so the answer is \\boxed{{{p.answer}}}.",
+                               add_special_tokens=False)["input_ids"] + self.end[:1]
+            elif not shown and self.chat:  # the first turn: a plan and the call, then the end of the turn
                 call = json.dumps({"name": "python", "arguments": {"code": p.code}})
                 ids = self.tok(f"{p.plan}\n<tool_call>\n{call}\n</tool_call>", add_special_tokens=False)["input_ids"] \
                     + self.end[:1]
@@ -81,12 +88,14 @@ def end_of_turn(tok) -> list[int]:
 
 def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = None,
                 instruction: str | None = None, end_ids: Sequence[int] | None = None,
-                tool_format: str = "text") -> list[Group]:
+                tool_format: str = "text", direct: Sequence[str] = ()) -> list[Group]:
     """One verified single-sample group per problem whose trace ran cleanly (one tool call, then an answer); its
     `math` verdict against the problem's answer attached (see the module docstring). `end_ids`: the model's
     end-of-turn ids (default the tokenizer's EOS). tool_format "chat": the prompt shows the tool's schema through
     the template (apply_chat_template's `tools=`), the call is the template's structured call and the tool's output
-    comes back as the template's tool message, as in an RL run with grpo.tool_format=chat."""
+    comes back as the template's tool message, as in an RL run with grpo.tool_format=chat. `direct`: families whose
+    problems a model can do in its head (`easy`): their trace is one turn without a call, the sum and its answer
+    boxed, so a cold start shows when not to call."""
     import verifiers
 
     from ..rollout.base import PromptRow
@@ -104,10 +113,10 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
                for r in rows]
     limits = EpisodeLimits(max_turns=3, max_tool_calls=1, max_episode_tokens=1024, tool_format=tool_format)
     eps = run_episodes(None, tok, tool, prompts, SamplingConfig(max_tokens=256, seed=None), limits, stop_ids=end,
-                       engine=ScriptedTurns(tok, problems, end, tool_format))
+                       engine=ScriptedTurns(tok, problems, end, tool_format, direct))
     groups = []
     for r, rendered, p, e in zip(rows, prompts, problems, eps):
-        if e.tool_calls != 1 or e.reason != "answer":
+        if e.tool_calls != (0 if p.family in direct else 1) or e.reason != "answer":
             continue
         s = e.sample()
         verdict = verifiers.verify("math", completion=s.text, reference=str(p.answer))
@@ -117,11 +126,12 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
 
 def write_traces(problems: Sequence[ToolProblem], tok, out_dir: str, tool: PythonTool | None = None,
                  end_ids: Sequence[int] | None = None, tool_format: str = "text",
-                 instruction: str | None = None) -> TraceSummary:
+                 instruction: str | None = None, direct: Sequence[str] = ()) -> TraceSummary:
     """The traces that pass, as out_dir/samples.jsonl (a rollout archive) with task.json naming `math` the outcome."""
     from .archive import write_groups
 
-    groups = [g for g in make_traces(problems, tok, tool, instruction, end_ids=end_ids, tool_format=tool_format)
+    groups = [g for g in make_traces(problems, tok, tool, instruction, end_ids=end_ids, tool_format=tool_format,
+                                     direct=direct)
               if g.samples[0].verdicts["math"].status.value == "correct"]
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "samples.jsonl")
