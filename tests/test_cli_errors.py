@@ -86,6 +86,7 @@ CASES = [
     (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
     (["demo", "--set", "grpo.eval_at_end=false"], "demo: grpo.eval_at_end: value false leaves the demo nothing"),
     (["demo", "--tools"], "demo --tools: give --model (choose from ['smollm2-135m-instruct'])"),
+    (["demo", "--traces", "8"], "demo --traces: value 8 needs --tools"),
     (["demo", "--tools", "--model", "nope"], "demo --model: value 'nope' has no tool demo (choose from "
                                              "['smollm2-135m-instruct'])"),
     # a distillation teacher, and SFT on verified samples: checked before anything loads

@@ -157,6 +157,8 @@ def cmd_demo(args) -> int:
     from .tool_demo import TOOL_DEMOS, run_tool_demo
 
     demos, what = (TOOL_DEMOS, "tool demo") if args.tools else (REAL_DEMOS, "demo")
+    if args.traces is not None and not args.tools:
+        raise UserError(f"demo --traces: value {args.traces} needs --tools (the traces are the tool demo's cold start)")
     if args.tools and not args.model:
         raise UserError(f"demo --tools: give --model (choose from {sorted(TOOL_DEMOS)}); the embedded model's tool "
                         "demo is bench/tool_demo.py")
@@ -173,7 +175,7 @@ def cmd_demo(args) -> int:
     check_model(cfg)
     cfg = claim_output_dir(cfg, args, "demo")
     if args.tools:
-        run_tool_demo(cfg, args.traces)
+        run_tool_demo(cfg, args.traces or 400)
     else:
         (run_real_demo if args.model else run_demo)(cfg)
     return 0
@@ -397,8 +399,8 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--tools", action="store_true", help="with --model: the tool demo, a cold start on generated "
                                                         "Python-tool traces then GRPO with the sandboxed tool "
                                                         "(about 25 minutes on 2 cores; cli/tool_demo.py)")
-    p.add_argument("--traces", type=POS_INT, default=400, help="with --tools: generated tool traces for the cold start "
-                                                               "(and training prompts for GRPO)")
+    p.add_argument("--traces", type=POS_INT, help="with --tools: generated tool traces for the cold start, and "
+                                                  "training prompts for GRPO (default 400)")
     add_run_dir_args(p, resume=False)
     p.set_defaults(func=cmd_demo)
 
