@@ -90,8 +90,8 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
                 instruction: str | None = None, end_ids: Sequence[int] | None = None,
                 tool_format: str = "text", direct: Sequence[str] = ()) -> list[Group]:
     """One verified single-sample group per problem whose trace ran cleanly (one tool call then an answer; an answer
-    alone for a `direct` family); its
-    `math` verdict against the problem's answer attached (see the module docstring). `end_ids`: the model's
+    alone for a `direct` family); its `math` verdict against the problem's answer attached (see the module
+    docstring). `end_ids`: the model's
     end-of-turn ids (default the tokenizer's EOS). tool_format "chat": the prompt shows the tool's schema through
     the template (apply_chat_template's `tools=`), the call is the template's structured call and the tool's output
     comes back as the template's tool message, as in an RL run with grpo.tool_format=chat. `direct`: families whose
