@@ -91,10 +91,10 @@ def make_traces(problems: Sequence[ToolProblem], tok, tool: PythonTool | None = 
                 tool_format: str = "text", direct: Sequence[str] = ()) -> list[Group]:
     """One verified single-sample group per problem whose trace ran cleanly (one tool call then an answer; an answer
     alone for a `direct` family); its `math` verdict against the problem's answer attached (see the module
-    docstring). `end_ids`: the model's
-    end-of-turn ids (default the tokenizer's EOS). tool_format "chat": the prompt shows the tool's schema through
-    the template (apply_chat_template's `tools=`), the call is the template's structured call and the tool's output
-    comes back as the template's tool message, as in an RL run with grpo.tool_format=chat. `direct`: families whose
+    docstring). `end_ids`: the model's end-of-turn ids (default the tokenizer's EOS). tool_format "chat": the prompt
+    shows the tool's schema through the template (apply_chat_template's `tools=`), the call is the template's
+    structured call and the tool's output comes back as the template's tool message, as in an RL run with
+    grpo.tool_format=chat. `direct`: families whose
     problems a model can do in its head (`easy`): their trace is one turn without a call, the sum and its answer
     boxed, so a cold start shows when not to call."""
     import verifiers
