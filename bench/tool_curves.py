@@ -49,6 +49,12 @@ def main() -> None:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("-o", "--out", default="tool_curves.png")
     a = ap.parse_args()
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.machine import describe
+
+    print(describe(), flush=True)  # where this ran (the runs it reads may have run elsewhere: their own logs say)
     import matplotlib
 
     matplotlib.use("Agg")
