@@ -68,7 +68,7 @@ def test_reward_hacks_in_model_outputs_never_pass_the_trainers_verification():
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
-    """The example config's SFT start (built once, cached), then 20 rounds on 16 train prompts, verified in the
+    """The example config's SFT start (built once, cached), then 14 rounds on 16 train prompts, verified in the
     background while generation goes on: the reward rises, no sandbox process outlives its run, nothing masked."""
     import os
 
@@ -76,13 +76,14 @@ def test_grpo_under_the_code_verifier_raises_reward(tmp_path):
 
     example = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "code_rl", "config.yaml")
     cfg = config.load(Config, example, overrides=[
-        f"output_dir={tmp_path}", "grpo.steps=20", "grpo.prompts_per_step=8", "grpo.group_size=8",
-        "grpo.eval_every=20", "eval.size=40", "grpo.train_prompts=16", "grpo.sampler=uniform",
+        f"output_dir={tmp_path}", "grpo.steps=14", "grpo.prompts_per_step=8", "grpo.group_size=8",
+        "grpo.eval_every=14", "eval.size=40", "grpo.train_prompts=16", "grpo.sampler=uniform",
         "grpo.filter_mixed=false", "grpo.lr=1e-4", "grpo.checkpoint_every=0"])
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     first = sum(h["reward/mean"] for h in history[:4]) / 4
     last = sum(h["reward/mean"] for h in history[-4:]) / 4
-    assert last > first + 0.05, (first, last)
+    print(f"reward {first:.3f} -> {last:.3f}")
+    assert last > first + 0.05, (first, last)  # measured 0.194 -> 0.319 at 14 rounds
     assert sum(h["sandbox/runs"] for h in history) > 0 and all(h["sandbox/leftover_processes"] == 0 for h in history)
     assert all(h["verify/masked"] == 0 for h in history)
     from reasoning_rl.trainers.metric_docs import undocumented

@@ -159,47 +159,6 @@ def test_a_family_that_runs_out_of_distinct_problems_says_so_instead_of_looping(
         tp.problems(5000, 0, scale=1, families=("choose",))  # at most 12 x 5 x 4 at scale 1
 
 
-@pytest.mark.slow  # the real model: a short cold start on traces, then one GRPO round with the tool (a few minutes)
-@pytest.mark.timeout(1500)
-def test_a_cold_start_on_traces_then_a_grpo_round_in_which_the_real_model_calls_the_tool(tmp_path):
-    """The cold start end to end on the real model: `traces`, `sft --samples` (the loss off the tool's output), then
-    one GRPO round with the Python tool on held-out problems with bigger numbers: at least one episode calls the tool
-    and its observation tokens carry loss mask 0 in the archive the trainer wrote."""
-    import subprocess
-    import sys
-
-    from .conftest import ROOT, run_env
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        r = subprocess.run([sys.executable, "-m", "reasoning_rl", *args], capture_output=True, text=True, cwd=ROOT,
-                           env=run_env(OMP_NUM_THREADS="2"), timeout=1200)
-        assert r.returncode == 0, r.stderr[-3000:]
-        return r
-
-    held = tmp_path / "held.jsonl"
-    held.write_text("".join(json.dumps({"prompt": p.prompt, "answer": str(p.answer)}) + "\n"
-                            for p in problems(16, seed=11, scale=2)))
-    model = ["--set", "model.name_or_path=smollm2-135m-instruct", "--set", "num_threads=2"]
-    run("traces", "-n", "48", "-o", str(tmp_path / "traces"), *model)
-    run("sft", "--samples", str(tmp_path / "traces" / "samples.jsonl"), "--steps", "16", "--output",
-        str(tmp_path / "cold"), "--dataset", str(held), "--set", f"tasks.test_split={held}", "--set", "eval.size=4",
-        "--set", "sft.batch_size=8", "--set", "sft.lr=2e-4", "--set", "sft.warmup_steps=2", *model)
-    run("train", "grpo", "--dataset", str(held), "--set", f"model.name_or_path={tmp_path / 'cold'}",
-        "--set", "num_threads=2", "--set", f"output_dir={tmp_path / 'run'}", "--set", "grpo.environment=python",
-        "--set", "grpo.steps=1", "--set", "grpo.prompts_per_step=4", "--set", "grpo.group_size=4",
-        "--set", "grpo.eval_at_start=false", "--set", "grpo.eval_at_end=false", "--set", "grpo.eval_every=0",
-        "--set", "grpo.max_turns=3", "--set", "grpo.max_episode_tokens=384", "--set", "generation.max_tokens=96",
-        "--set", "grpo.checkpoint_every=0", "--set", f"tasks.test_split={held}",
-        "--set", "tasks.instruction=Use the python tool for exact arithmetic: write a ```python block that prints "
-                 "the result, read its output, then put the final answer in \\boxed{}.")
-    lines = [json.loads(x) for x in (tmp_path / "run" / "archive.jsonl").read_text().splitlines()]
-    called = [x for x in lines if any(t.get("observation") for t in x.get("turns", []))]
-    assert called, "no episode called the tool after the cold start"
-    for x in called:
-        obs = [i for i, m in zip(x["token_ids"], x["loss_mask"]) if m == 0]
-        assert obs and 1 in x["loss_mask"]  # the tool's tokens are there, masked; the model's are trained
-
-
 @pytest.mark.slow  # the real model: `demo --tools` at a few steps (a few minutes)
 @pytest.mark.timeout(1500)
 def test_the_tool_demo_cold_starts_the_real_model_then_trains_it_with_the_tool(tmp_path):
