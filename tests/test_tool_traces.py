@@ -182,6 +182,9 @@ def test_the_tool_demo_cold_starts_the_real_model_then_trains_it_with_the_tool(t
     assert "32 tool traces written" in said and re.search(r"held-out accuracy \(6 problems.*cold start \d\.\d{3}", said)
     assert re.search(r"tool calls per episode \d\.\d\d -> \d\.\d\d", said), said[-2000:]
     assert (out / "cold" / "config.json").exists() and (out / "held_out.jsonl").exists()
+    traces = [json.loads(x) for x in (out / "traces" / "samples.jsonl").read_text().splitlines()]
+    calls = [0 in x["loss_mask"] for x in traces]  # a call's output is masked; a direct answer is trained whole
+    assert any(calls) and not all(calls)  # the easy sums are written direct: the cold start shows when not to call
     evals = [m for m in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "eval/accuracy" in m]
     assert len(evals) == 2 and evals[0]["eval/tool_calls"] > 0  # the cold-started model calls on held-out problems
     assert 0.0 <= evals[0]["eval/tool_ok"] <= 1.0

@@ -4,14 +4,16 @@ Three steps, in one run directory:
   1. data: generated tool problems (task/embedded/tool_problems.py): training and held-out prompts at twice the
      traces' scale (bigger numbers than the cold start saw), the `easy` family of one-digit sums mixed into both;
   2. the cold start: tool traces (data/tool_traces.py: a plan, a ```python block, the sandbox's real output at loss
-     mask 0, the answer boxed), then SFT of every weight on them (`sft.*`), saved in cold/;
+     mask 0, the answer boxed; the `easy` sums answered in one turn without a call), then SFT of every weight on
+     them (`sft.*`), saved in cold/;
   3. GRPO with the Python tool from the cold-started model (LoRA, `grpo.environment=python`), held-out greedy
      episodes before and after: accuracy with its standard error, tool calls per episode, the share of calls that
      ran without error and of answers equal to the tool's output.
 
-This is arm (d) of bench/tool_cold_start.py, which runs it beside its controls (GRPO without the tool, GRPO with it
-from the base model, the cold start alone, the cold start then shuffled rewards) over seeds; the figures are in
-docs/results.md. Not here: the word-problem demo without a tool (demo.py), the measurement of the controls.
+This is arm (d) of `bench/tool_cold_start.py --direct easy`, which runs it beside its controls (GRPO without the
+tool, GRPO with it from the base model, the cold start alone, the cold start then shuffled rewards) over seeds; the
+figures are in docs/results.md. Not here: the word-problem demo without a tool (demo.py), the measurement of the
+controls.
 """
 from __future__ import annotations
 
@@ -51,20 +53,22 @@ def write_problems(out: str, n_train: int, n_eval: int, seed: int) -> tuple[str,
 
 
 def cold_start(cfg: Config, n_traces: int, out: str, log=print) -> str:
-    """Traces of `n_traces` generated problems (scale 1, the five tool families) in the model's chat template, then
-    SFT of every weight on them (cfg.sft; the tool's output masked off): the folder of the cold-started model."""
+    """Traces of `n_traces` generated problems (scale 1, the five tool families and `easy`) in the model's chat
+    template, then SFT of every weight on them (cfg.sft; the tool's output masked off): the folder of the
+    cold-started model. The `easy` one-digit sums are written direct, one turn without a call, so the cold start
+    also shows when calling does not pay (measured better than calls on everything: docs/results.md)."""
     from ..data.tool_traces import end_of_turn, write_traces
     from ..data.verified import read_targets
     from ..models.load import load_policy
     from ..models.lora import save_final
     from ..models.sft import train_sft
-    from ..task.embedded.tool_problems import problems
+    from ..task.embedded.tool_problems import EASY, FAMILIES, problems
 
     full = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, lora=dataclasses.replace(cfg.model.lora,
                                                                                                    r=0)))
     model, tok = load_policy(full)
-    summary = write_traces(problems(n_traces, cfg.seed, 1), tok, os.path.join(out, "traces"),
-                           end_ids=end_of_turn(tok) or None)
+    summary = write_traces(problems(n_traces, cfg.seed, 1, families=(*FAMILIES, EASY)), tok,
+                           os.path.join(out, "traces"), end_ids=end_of_turn(tok) or None, direct=(EASY,))
     log(f"== {summary.written} tool traces written ({summary.left_out} left out: an output or answer that did not "
         f"check) -> {summary.path}")
     targets, _ = read_targets(summary.path)
