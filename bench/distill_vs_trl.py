@@ -9,6 +9,10 @@ same loss (`distill.loss=jsd`) and with our default, the sampled tokens' reverse
 the first), the ratios, and where it ran.
 
     .venv/bin/python bench/distill_vs_trl.py --teacher runs/teacher/final [--steps 5] [--prompts 4] [--group 8]
+    .venv/bin/python bench/distill_vs_trl.py --steps 4     # the base model as its own teacher: the same arithmetic
+
+The step's cost does not depend on what the teacher learned, only on its shape: on a fresh machine the default
+teacher is the student's own base model (a name, folder or GGUF file, resolved as `model.name_or_path` is).
 
 Not here: held-out accuracy (bench/distill_compare.py measures what each method learns).
 """
@@ -69,7 +73,9 @@ def run_ours(student: str, teacher: str, loss: str, a, out: str) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--student", default="smollm2-135m-instruct")
-    ap.add_argument("--teacher", required=True, help="the teacher's folder (same tokenizer as the student)")
+    ap.add_argument("--teacher", default="smollm2-135m-instruct",
+                    help="the teacher: a name, folder or GGUF file with the student's tokenizer (default: the base "
+                         "model)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--group", type=int, default=8)
@@ -91,11 +97,11 @@ def main() -> None:
     a.threads = resolve_threads(a.threads, a.student)
     torch.set_num_threads(a.threads)
     print(describe(), flush=True)
-    student = resolve(a.student)
+    student, teacher = resolve(a.student), resolve(a.teacher)  # TRL loads folders, not our names
     rows, _ = make_rows(config.load(Config, overrides=WORD).tasks)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {loss: run_ours(student, a.teacher, loss, a, os.path.join(tmp, loss)) for loss in ("reverse_kl", "jsd")}
-        trl = run_trl(student, a.teacher, rows, a, os.path.join(tmp, "trl"))
+        runs = {loss: run_ours(student, teacher, loss, a, os.path.join(tmp, loss)) for loss in ("reverse_kl", "jsd")}
+        trl = run_trl(student, teacher, rows, a, os.path.join(tmp, "trl"))
     ours = {loss: [h["time/step"] for h in hist] for loss, hist in runs.items()}
     med = {k: statistics.median(v[1:]) for k, v in {**ours, "trl": trl}.items()}
     print(f"\ndistillation of {a.student} from {a.teacher}, {a.steps} steps of {a.prompts} prompts x {a.group} "

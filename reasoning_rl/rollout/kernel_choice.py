@@ -5,17 +5,20 @@ The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw pe
 2.07x on one 2-core Xeon and nothing on another of the same family (docs/results.md); a rule written from the model's
 size and dtype cannot know which machine it is on. So `auto` times a short rollout of the model itself (a random
 prompt per row, `STEPS` decode steps, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` times
-interleaved, then under the combination of the kernels that won (their savings add up: each replaces its own part
-of a step), takes each combination's best time, and keeps the fastest, or eager when none beats it by more than
-`MARGIN` (noise): never slower than eager by more than noise, wherever it runs. On SmolLM2-135M on machine C this
-costs about 7 s at 8 rows, 8 s at 16 and 19 s at 64 (timing all eight combinations took 33 s at 16 rows).
+interleaved, then every combination of the kernels that won, beside eager and the best kernel alone (their savings
+mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps the fastest, or
+eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise, wherever it
+runs. On SmolLM2-135M on machine C this costs about 7 s at 8 rows, 8 s at 16 and 19 s at 64 (timing all eight
+combinations took 33 s at 16 rows). A measurement made while other processes load the machine (load average above
+its usable cores) is used by that run but not cached: the next run measures again.
 
     timings = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
     choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
     chosen(model, rows, possible, decoding_with) -> Chosen    # once per process and shape; cached on disk
 
 The disk cache is a JSON file per key under `<cache root>/kernels/` (REASONING_RL_CACHE), the key being the machine's
-fingerprint (models/machine.py: processor, flags, usable cores, torch, oneDNN, threads), the model's shape (layers,
+fingerprint (models/machine.py: processor, flags, usable cores, torch, oneDNN, threads), `METHOD` (how the
+measurement is made: a cache written by another method is measured again), the model's shape (layers,
 widths, heads, vocabulary, dtype) and the rows rounded up to a power of two; it holds the timings, so a run's log can
 say what the choice rests on. A model under `cpu_kernels.AUTO_MIN_PARAMS` parameters (the tiny model, the tests'
 models) is not measured: its steps are Python overhead, and eager keeps its random stream.
@@ -48,6 +51,7 @@ STEPS = 6  # decode steps timed per rollout
 WARM_STEPS = 2  # decode steps of the untimed first rollout of each combination
 PROMPT = 8  # prompt tokens per row
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
+METHOD = 2  # part of the cache key: 2 times every combination of the winners in one phase (1 timed only all of them)
 EAGER = Kernels(False, False, False)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=3))  # every combination
 SINGLES = (Kernels(True, False, False), Kernels(False, True, False), Kernels(False, False, True))  # each kernel alone
@@ -59,6 +63,7 @@ class Chosen:
     timings: dict  # {Kernels: seconds for STEPS decode steps of `rows` rows}
     rows: int
     cached: bool  # read from the disk cache (no measurement in this process)
+    busy: str = ""  # why a fresh measurement was not cached (the machine was loaded), else ""
 
     def describe(self) -> str:
         """One log line: the choice, and each combination's time against eager's."""
@@ -69,7 +74,8 @@ class Chosen:
         parts = [f"{name(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
             if eager else []
         return (f"cpu decode kernels (auto): {name(self.kernels)}, measured on this machine at {self.rows} rows "
-                f"({'from the cache' if self.cached else 'just now'}); time vs eager: {', '.join(parts)}")
+                f"({'from the cache' if self.cached else 'just now'}); time vs eager: {', '.join(parts)}"
+                + (f"; {self.busy}" if self.busy else ""))
 
 
 def choose(timings: dict, margin: float = MARGIN) -> Kernels:
@@ -85,18 +91,24 @@ def choose(timings: dict, margin: float = MARGIN) -> Kernels:
 def measure(model, rows: int, possible: Kernels, decoding_with) -> dict:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
     entered by `decoding_with(kernels, model)` (cpu_kernels'). The three kernels replace three separate parts of a
-    decode step (the products, the draw, the attention), so their savings add up: eager and each kernel alone are
-    timed first (interleaved), then, where two or more beat eager by more than MARGIN, the combination of those
-    winners beside eager again (each keeps its best time over both phases). Six rollouts a round at most instead of
-    the eight combinations. A kernel that is not `possible` here (no oneDNN) is left out."""
+    decode step (the products, the draw, the attention), so their savings mostly add up: eager and each kernel
+    alone are timed first (interleaved); where two or more beat eager by more than MARGIN, every combination of
+    those winners is timed in a second phase, interleaved with eager and the best single kernel, so that the
+    contest that decides (the best kernel alone against the combinations) is run within one phase: a machine
+    whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
+    second phase's scale (times its eager's ratio). Eight rollouts a round at most. A kernel that is not
+    `possible` here (no oneDNN) is left out."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
-    best = _timed(model, rows, singles, decoding_with)
-    winners = [k for k in singles[1:] if best[k] < best[EAGER] * (1 - MARGIN)]
-    if len(winners) >= 2:
-        combined = Kernels(*(any(w[i] for w in winners) for i in range(3)))
-        for k, t in _timed(model, rows, [EAGER, combined], decoding_with).items():
-            best[k] = min(best.get(k, t), t)
-    return best
+    first = _timed(model, rows, singles, decoding_with)
+    winners = [k for k in singles[1:] if first[k] < first[EAGER] * (1 - MARGIN)]
+    if len(winners) < 2:
+        return first
+    best_single = min(winners, key=first.get)
+    combos = [Kernels(*(any(w[i] for w in ws) for i in range(3)))
+              for n in range(2, len(winners) + 1) for ws in itertools.combinations(winners, n)]
+    second = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
+    scale = second[EAGER] / first[EAGER]
+    return {**{k: t * scale for k, t in first.items()}, **second}
 
 
 def _timed(model, rows: int, combos: list, decoding_with) -> dict:
@@ -149,18 +161,29 @@ def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = Tru
     memo = json.dumps(shape, sort_keys=True)
     if memo in _MEMO:
         return _MEMO[memo]
-    key = hashlib.sha256(json.dumps({"machine": fingerprint(), "shape": shape}, sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps({"machine": fingerprint(), "shape": shape, "method": METHOD},
+                                    sort_keys=True).encode()).hexdigest()
     path = os.path.join(cache_root(), "kernels", f"{key[:32]}.json")
     found = _read(path) if cache else None
     if found is not None:
         result = Chosen(choose(found), found, shape["rows"], cached=True)
     else:
+        busy = _busy()
         timings = measure(model, shape["rows"], possible, decoding_with)
-        result = Chosen(choose(timings), timings, shape["rows"], cached=False)
-        if cache:
+        result = Chosen(choose(timings), timings, shape["rows"], cached=False, busy=busy)
+        if cache and not busy:
             _write(path, timings, shape)
     _MEMO[memo] = result
     return result
+
+
+def _busy(load=None) -> str:
+    """Why a measurement made now should not be cached: other processes load the machine (the 1-minute load
+    average above its usable cores), so the times may rank the kernels by the load, not by their speed; else ""."""
+    cores = len(os.sched_getaffinity(0))
+    busy = (load or (lambda: os.getloadavg()[0]))()
+    return (f"not cached: the machine's load average was {busy:.1f} on {cores} cores, so the next run measures again"
+            if busy > cores else "")
 
 
 def _read(path: str) -> dict | None:
