@@ -11,8 +11,9 @@ update does the rest):
     advantage and no loss (their loss mask is 0);
   - the update: loss reverse_kl is GRPO's clipped surrogate on those per-token advantages (grpo_batch.py);
     jsd and topk_forward_kl take the divergence over the whole vocabulary at each sampled position (the teacher's
-    forward pass in each micro-batch), token-mean aggregated as TRL's DistillationTrainer does, plus the outcome
-    term's surrogate when reward_weight > 0.
+    forward pass in each micro-batch, the round's only one for these losses: the batch then holds no teacher
+    log-probs), token-mean aggregated as TRL's DistillationTrainer does, plus the outcome term's surrogate when
+    reward_weight > 0.
 
 Not here: the maths (algos/distill.py), loading the teacher (models/teacher.py).
 """
@@ -70,25 +71,32 @@ def distill_batch(learner: Learner, teacher, groups: list[Group]) -> tuple[GRPOB
                           [list(s.logprobs) for s in samples], tok.pad_token_id, device=learner.model.device,
                           loss_masks=[s.loss_mask for s in samples])
     tokens, w, m = correct_batch(learner, tokens)  # an engine that is not the trainer: the trainer's own pi_old
-    # (n, Tc): each group's prompt run once through the teacher where the student's update does so too
-    lp_t = trainer_logprobs(teacher, tokens, learner.temperature, rl.bf16, share_prompts=learner.share_prompts)
     mask = tokens.loss_mask
-    m = dict(m, **{"distill/reverse_kl": masked_mean(tokens.logp_old - lp_t, mask),  # k1 of KL(p_S || p_T) a token
-                   "distill/teacher_logprob": masked_mean(lp_t, mask), "distill/samples": float(len(picked))})
+    m = dict(m, **{"distill/samples": float(len(picked))})
     a_out = A_out.to(mask.device) if A_out is not None else torch.zeros(len(picked), device=mask.device)
     if rl.loss == "reverse_kl":
+        # (n, Tc): each group's prompt run once through the teacher where the student's update does so too
+        lp_t = trainer_logprobs(teacher, tokens, learner.temperature, rl.bf16, share_prompts=learner.share_prompts)
+        m.update(_teacher_metrics(tokens.logp_old, lp_t, mask))
         A = reverse_kl_advantage(tokens.logp_old, lp_t, mask) + rl.reward_weight * a_out[:, None] * mask.float()
-    else:
+    else:  # the dense losses run the teacher in the update (dense_minibatch), which reports these metrics: once
         A = rl.reward_weight * a_out
     if A_out is not None:
         m["distill/outcome_advantage_abs"] = a_out.abs().mean().item()
     return GRPOBatch(tokens, A, [g for g, _ in picked], is_weight=w), m
 
 
+def _teacher_metrics(logp_old: torch.Tensor, lp_t: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """The teacher's view of the sampled tokens: logp_old, lp_t (n, T) the sampler's and the teacher's log-probs."""
+    return {"distill/reverse_kl": masked_mean(logp_old - lp_t, mask),  # k1 of KL(p_S || p_T) a token
+            "distill/teacher_logprob": masked_mean(lp_t, mask)}
+
+
 def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tensor) -> dict[str, float]:
     """Gradients of the dense divergence (distill.loss jsd or topk_forward_kl) over the minibatch `idx`, token-mean
     over its model tokens, in micro-batches of similar length (each weighed by its share of the tokens), plus the
-    outcome term's clipped surrogate when reward_weight > 0."""
+    outcome term's clipped surrogate when reward_weight > 0. The teacher's one forward pass of the round per
+    minibatch is this one (make_batch runs none for these losses): its metrics come from here."""
     rl, gen = learner.rl, learner.generation
     mb, A = batch.tokens[idx], batch.A[idx]
     divergence = DIVERGENCES.get(rl.loss)
@@ -118,8 +126,11 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
                                   max_len=gen.max_tokens)
                 loss = loss + pg.loss
             (loss * weight).backward()
-        metrics["distill/divergence"] = metrics.get("distill/divergence", 0.0) + weight * \
-            masked_mean(per_token.detach(), loss_mask)
+        sampled = {"distill/divergence": masked_mean(per_token.detach(), loss_mask),
+                   **_teacher_metrics(mb.logp_old[sub][:, :tc], log_pt.gather(-1, c_ids.unsqueeze(-1)).squeeze(-1),
+                                      loss_mask)}
+        for k, v in sampled.items():  # each micro-batch weighed by its share of the tokens
+            metrics[k] = metrics.get(k, 0.0) + weight * v
     metrics["loss/policy"] = metrics["distill/divergence"]
     return metrics
 
