@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from reasoning_rl.models.device import _registry, share_of_cores
@@ -13,7 +14,9 @@ from reasoning_rl.trainers.log_lines import Slowdown
 from .conftest import run_env
 
 
-def test_the_cores_are_divided_among_the_projects_running_processes(tmp_path):
+def test_the_cores_are_divided_among_the_projects_running_processes(tmp_path, monkeypatch):
+    # a registry of this test's own: the project's runs elsewhere on the machine (a bench) are not counted here
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cores = len(os.sched_getaffinity(0))
     os.makedirs(_registry(), exist_ok=True)
     ghost = os.path.join(_registry(), "999999999")  # a process that is gone: not counted, its file removed
@@ -21,7 +24,7 @@ def test_the_cores_are_divided_among_the_projects_running_processes(tmp_path):
         f.write("12345")
     other = subprocess.Popen([sys.executable, "-c", "from reasoning_rl.models.device import share_of_cores; "
                               "print(share_of_cores(), flush=True); import time; time.sleep(30)"],
-                             stdout=subprocess.PIPE, text=True, env=run_env())
+                             stdout=subprocess.PIPE, text=True, env={**run_env(), "TMPDIR": str(tmp_path)})
     try:
         first = int(other.stdout.readline())
         assert 1 <= first <= cores
