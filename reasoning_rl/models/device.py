@@ -30,6 +30,14 @@ def resolve_threads(num_threads: int, model_name: str) -> int:
     return 1 if model_name == "tiny" else share_of_cores()
 
 
+def machine_load(load=None) -> tuple[float, int]:
+    """(the 1-minute load average, this process's usable cores); `load` replaces the reading (tests). A load above
+    the cores means other processes share them."""
+    import os
+
+    return (load or (lambda: os.getloadavg()[0]))(), len(os.sched_getaffinity(0))
+
+
 def _registry() -> str:
     import os
     import tempfile

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from typing import NamedTuple
 
+from ..models.device import machine_load
 from ..models.machine import fingerprint
 from ..models.sources import cache_root
 
@@ -180,8 +181,7 @@ def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = Tru
 def _busy(load=None) -> str:
     """Why a measurement made now should not be cached: other processes load the machine (the 1-minute load
     average above its usable cores), so the times may rank the kernels by the load, not by their speed; else ""."""
-    cores = len(os.sched_getaffinity(0))
-    busy = (load or (lambda: os.getloadavg()[0]))()
+    busy, cores = machine_load(load)
     return (f"not cached: the machine's load average was {busy:.1f} on {cores} cores, so the next run measures again"
             if busy > cores else "")
 

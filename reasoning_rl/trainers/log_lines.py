@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..models.device import machine_load
+
 _LOG = (("reward", "reward/mean", "{:.3f}"), ("mixed", "groups/pct_mixed", "{:.2f}"),
         ("yield", "curriculum/yield", "{:.2f}"), ("cut", "completions/clipped_ratio", "{:.2f}"),
         ("rev-kl", "distill/reverse_kl", "{:.3f}"), ("loss", "loss/policy", "{:+.4f}"), ("value", "loss/value", "{:.4f}"),
@@ -49,7 +51,6 @@ class Slowdown:
 
     def check(self, m: dict, log: Callable[[str], None], load: Callable[[], float] | None = None) -> bool:
         """Record this round's time/step; True (and one log line) the first time the slowdown is seen."""
-        import os
         import statistics
 
         t = m.get("time/step")
@@ -59,8 +60,7 @@ class Slowdown:
             self.times.append(t)
             return False
         base = statistics.median(self.times)
-        cores = len(os.sched_getaffinity(0))
-        busy = (load or (lambda: os.getloadavg()[0]))()
+        busy, cores = machine_load(load)
         if t > self.factor * base and busy > cores:
             self.said = True
             log(f"NOTE step {m['step']}: a round took {t / base:.1f}x the first rounds' median ({t:.1f} s against "
