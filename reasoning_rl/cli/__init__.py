@@ -1,6 +1,7 @@
 """The commands: `reasoning-rl` and its subcommands, the demo, the run report and `reverify`.
 
-    commands.py   the parser and each subcommand's small function (`reasoning-rl = reasoning_rl.cli:main`)
+    commands.py   the parser's root, the inspect/report/demo commands (`reasoning-rl = reasoning_rl.cli:main`)
+    train.py      train grpo|ppo|distill|prm|dpo and sft: each parser beside its function
     args.py       argument types, the one-line errors, the checks that run before any model loads
     data.py       curate, pairs, eval, task check, reverify, sft of a model other than tiny
     verify.py     verify, verifiers calibrate, verifiers probe (torch-free)

@@ -4,7 +4,7 @@ Argument types that carry the same ranges as the config knobs (`POS_INT`, `NONNE
 whose errors are one line and whose help shows every default and an example, and the input checks each
 command runs first: the config, the run directory (never another run's by accident), the dataset's rows
 and columns, verifier names, the model path and the configured tasks. Every failure is a `UserError`.
-Not here: the commands themselves (cli/commands.py).
+Not here: the commands themselves (cli/commands.py, cli/train.py, cli/data.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The data commands: `curate`, `pairs`, `eval`, `task check`, `reverify`, and `sft` of a model other than tiny.
 
 Each reads the configured task (reasoning_rl/task/task.py) through `cli_args.load_task`, so a bad column, split or
-verifier is one line before any model loads. Not here: the parser (cli/commands.py), the training commands (cli/commands.py).
+verifier is one line before any model loads. Not here: the parser (cli/commands.py), the training
+commands (cli/train.py).
 """
 from __future__ import annotations
 

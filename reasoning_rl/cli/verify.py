@@ -10,7 +10,7 @@ import sys
 from collections import Counter, defaultdict
 
 from ..errors import UserError
-from ..task.sources import read_rows  # noqa: F401 - the commands' one reader (cli/commands.py imports it from here)
+from ..task.sources import read_rows  # noqa: F401 - the commands' one reader (cli/train.py imports it from here)
 
 
 def _need(rows: list[dict], col: str, path: str) -> None:
