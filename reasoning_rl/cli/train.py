@@ -116,18 +116,13 @@ def add_train_commands(sub) -> None:
     """`train grpo|ppo|distill|prm|dpo`."""
     p = cmd(sub, "train", "train a policy", "reasoning-rl train grpo --set grpo.steps=20")
     tsub = p.add_subparsers(dest="algorithm", metavar="ALGORITHM", required=True, parser_class=Parser)
-    q = cmd(tsub, "grpo", "GRPO under the outcome verifier on the configured tasks",
-             "reasoning-rl train grpo --set output_dir=runs/g1 --set grpo.steps=20")
-    add_config_args(q)
-    add_task_args(q, verifier=True)
-    add_run_dir_args(q)
-    q.set_defaults(func=cmd_train)
-    q = cmd(tsub, "ppo", "PPO (critic + GAE) under the outcome verifier on the configured tasks",
-             "reasoning-rl train ppo --set output_dir=runs/p1 --set ppo.steps=20")
-    add_config_args(q)
-    add_task_args(q, verifier=True)
-    add_run_dir_args(q)
-    q.set_defaults(func=cmd_train)
+    for name, what in (("grpo", "GRPO"), ("ppo", "PPO (critic + GAE)")):
+        q = cmd(tsub, name, f"{what} under the outcome verifier on the configured tasks",
+                f"reasoning-rl train {name} --set output_dir=runs/{name[0]}1 --set {name}.steps=20")
+        add_config_args(q)
+        add_task_args(q, verifier=True)
+        add_run_dir_args(q)
+        q.set_defaults(func=cmd_train)
     q = cmd(tsub, "distill", "on-policy distillation: the student samples, a frozen teacher scores every sampled "
                              "token (the per-token reverse KL, or a dense divergence), optionally plus the verifier's "
                              "outcome", "reasoning-rl train distill --teacher runs/teacher/final "
