@@ -106,6 +106,26 @@ def test_a_real_measurement_times_eager_and_each_kernel_and_draws_nothing_from_t
     assert not measured_model.training
 
 
+def test_the_timed_steps_decode_after_context_positions_already_cached(measured_model, monkeypatch):
+    """What is timed is a rollout's decode steps at a realistic length of cache (the decode attention's gain grows
+    with it): one token per row after CONTEXT cached positions, not a short prompt's pass."""
+    from reasoning_rl.rollout import decode
+
+    timed, real = [], decode.sample_kept
+
+    def spy(model, input_ids, attention_mask, max_tokens, eos_id, *a, past=None, **k):
+        timed.append((tuple(input_ids.shape), None if past is None else tuple(past[1].shape), max_tokens))
+        return real(model, input_ids, attention_mask, max_tokens, eos_id, *a, past=past, **k)
+
+    monkeypatch.setattr(decode, "sample_kept", spy)
+    kernel_choice._timed(measured_model, 4, [E, K(False, True, False)], cpu_kernels.decoding_with)
+    setup, *rollouts = timed
+    assert setup == ((1, kernel_choice.CONTEXT), None, 1)  # the cached positions, run once
+    assert len(rollouts) == 2 * (kernel_choice.ROUNDS + 1)
+    assert all(ids == (4, 1) and past == (4, kernel_choice.CONTEXT) for ids, past, _ in rollouts)
+    assert [n for *_, n in rollouts] == [kernel_choice.WARM_STEPS] * 2 + [kernel_choice.STEPS] * 2 * kernel_choice.ROUNDS
+
+
 P, D, A = K(True, False, False), K(False, True, False), K(False, False, True)  # packed, draw, attention alone
 # (each kernel alone's time against eager's 1.0 in the first phase; the second phase's times, eager's 1.02 (the
 #  machine a little slower then) and the best single kernel's included, or None when no second phase is due; the

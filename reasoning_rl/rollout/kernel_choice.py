@@ -1,16 +1,17 @@
 """`generation.cpu_decode=auto`: the CPU decode kernels chosen by measuring them, on this machine and the model's
 own shapes, once.
 
-The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention) gained
-2.07x on one 2-core Xeon and nothing on another of the same family (docs/results.md); a rule written from the model's
-size and dtype cannot know which machine it is on. So `auto` times a short rollout of the model itself (a random
-prompt per row, `STEPS` decode steps, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` times
-interleaved, then every combination of the kernels that won, beside eager and the best kernel alone (their savings
-mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps the fastest, or
-eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise, wherever it
-runs. On SmolLM2-135M on machine C this costs about 7 s at 8 rows, 8 s at 16 and 19 s at 64 (timing all eight
-combinations took 33 s at 16 rows). A measurement made while other processes load the machine (load average above
-its usable cores) is used by that run but not cached: the next run measures again.
+The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention)
+gained 2.07x on one 2-core Xeon and nothing on another of the same family (docs/results.md); a rule written from the
+model's size and dtype cannot know which machine it is on. So `auto` times a short rollout of the model itself
+(`STEPS` decode steps after `CONTEXT` cached positions, every row alive) under eager PyTorch and each kernel alone,
+`ROUNDS` times interleaved, then every combination of the kernels that won, beside eager and the best kernel alone
+(their savings mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps
+the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise,
+wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32 (machine D; measured after an
+8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations 33 s). A measurement made
+while other processes load the machine (load average above its usable cores) is used by that run but not cached: the
+next run measures again.
 
     timings = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
     choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
@@ -50,9 +51,10 @@ class Kernels(NamedTuple):
 MARGIN = 0.03  # a combination must beat eager by more than this share of eager's time to be chosen
 STEPS = 6  # decode steps timed per rollout
 WARM_STEPS = 2  # decode steps of the untimed first rollout of each combination
-PROMPT = 8  # prompt tokens per row
+CONTEXT = 128  # positions already in each row's cache when the timed steps begin (a prompt and part of an answer)
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
-METHOD = 2  # part of the cache key: 2 times every combination of the winners in one phase (1 timed only all of them)
+METHOD = 3  # part of the cache key: 3 decodes after CONTEXT cached positions (2 after an 8-token prompt, whose
+#             attention was too short for the decode attention's gain to show; 1 timed only all the winners)
 EAGER = Kernels(False, False, False)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=3))  # every combination
 SINGLES = (Kernels(True, False, False), Kernels(False, True, False), Kernels(False, False, True))  # each kernel alone
@@ -114,26 +116,32 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> dict:
 
 def _timed(model, rows: int, combos: list, decoding_with) -> dict:
     """{combination: best seconds over ROUNDS interleaved rollouts}, after one short untimed rollout of each (its
-    first call pays one-time costs: oneDNN's kernels built, the weights packed)."""
+    first call pays one-time costs: oneDNN's kernels built, the weights packed). Each rollout decodes from a cache
+    that already holds CONTEXT positions per row (one random row's, run through the model once, eager, outside the
+    clock, then copied to every row), as a rollout's steps do after its prompt: the attention reads a realistic
+    length, and no prompt's pass (not what these kernels are for) is on the clock."""
     import torch
 
     from . import decode
 
     vocab = model.get_output_embeddings().weight.shape[0]
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (rows, PROMPT), generator=g)
-    mask = torch.ones_like(ids)
-    best = {k: float("inf") for k in combos}
     was_training = model.training
     model.eval()
     rng = torch.get_rng_state()
     try:
+        prompt = torch.randint(0, vocab, (1, CONTEXT), generator=g)
+        first, _, _, kept = decode.sample_kept(model, prompt, torch.ones_like(prompt), 1, eos_id=-1, keep=True)
+        nxt = first[:, :1].expand(rows, 1).contiguous()  # (rows, 1): the token that follows the cached positions
+        best = {k: float("inf") for k in combos}
         for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted
             for k in combos:
+                past = decode.continue_cache(model, kept * rows, [CONTEXT] * rows)  # a fresh (rows, CONTEXT) cache
                 # packing the weights happens on entering, outside the clock: once per rollout in a run, not per step
                 with decoding_with(k, model) as draw:
                     t0 = time.perf_counter()  # eos_id -1: no row ever ends
-                    decode.sample_kept(model, ids, mask, STEPS if r else WARM_STEPS, eos_id=-1, draw=draw)
+                    decode.sample_kept(model, nxt, torch.ones_like(nxt), STEPS if r else WARM_STEPS, eos_id=-1,
+                                       past=past, draw=draw)
                     seconds = time.perf_counter() - t0
                 if r:
                     best[k] = min(best[k], seconds)
