@@ -16,6 +16,7 @@ from reasoning_rl.rollout.cpu_kernels import Kernels as K
 from .helpers.hf_model import build_hf_model
 
 BUSY = kernel_choice._busy  # the real check (the fixtures replace it)
+Measured = kernel_choice.Measured
 E = K(False, False, False)
 ALL = K(True, True, True)
 # (timings of the combinations measured, the choice): seconds for the same rollout
@@ -59,7 +60,7 @@ def test_auto_runs_what_the_measurement_says_and_caches_it_per_machine(measured_
 
     def fake(model, rows, possible, decoding_with):
         calls.append(rows)
-        return {E: 1.0, K(False, True, True): 0.6, K(True, True, True): 0.9}
+        return Measured({E: 1.0, K(False, True, True): 0.6, K(True, True, True): 0.9}, 0.0)
 
     monkeypatch.setattr(kernel_choice, "measure", fake)
     assert cpu_kernels.resolve("auto", measured_model, rows=24) == K(False, True, True)
@@ -85,12 +86,12 @@ def test_auto_runs_what_the_measurement_says_and_caches_it_per_machine(measured_
 
 
 def test_an_unreadable_cache_file_is_measured_again(measured_model, monkeypatch, tmp_path):
-    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: {E: 1.0, K(True, False, False): 0.5})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, K(True, False, False): 0.5}, 0.0))
     kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
     (path,) = (tmp_path / "kernels").glob("*.json")
     path.write_text("{not json")
     monkeypatch.setattr(kernel_choice, "_MEMO", {})
-    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: {E: 1.0, K(False, True, False): 0.5})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, K(False, True, False): 0.5}, 0.0))
     assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).kernels == K(False, True, False)
 
 
@@ -98,7 +99,7 @@ def test_a_real_measurement_times_eager_and_each_kernel_and_draws_nothing_from_t
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    timings = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
+    timings, spread = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
     assert torch.equal(torch.rand(3), expected)  # the measurement's draws are not the run's
     assert set(timings) >= {E, *kernel_choice.SINGLES} and all(0 < t < 60 for t in timings.values())
     assert len(timings) <= 8  # eager, the single kernels, and the combinations of those that won
@@ -123,7 +124,8 @@ def test_the_timed_steps_decode_after_context_positions_already_cached(measured_
     assert setup == ((1, kernel_choice.CONTEXT), None, 1)  # the cached positions, run once
     assert len(rollouts) == 2 * (kernel_choice.ROUNDS + 1)
     assert all(ids == (4, 1) and past == (4, kernel_choice.CONTEXT) for ids, past, _ in rollouts)
-    assert [n for *_, n in rollouts] == [kernel_choice.WARM_STEPS] * 2 + [kernel_choice.STEPS] * 2 * kernel_choice.ROUNDS
+    steps = [kernel_choice.WARM_STEPS] * 2 + [kernel_choice.STEPS] * 2 * kernel_choice.ROUNDS  # round 0 warms up
+    assert [n for *_, n in rollouts] == steps
 
 
 P, D, A = K(True, False, False), K(False, True, False), K(False, False, True)  # packed, draw, attention alone
@@ -155,10 +157,11 @@ def test_every_combination_of_the_winners_is_timed_beside_eager_and_the_best_sin
 
     def fake(model, rows, combos, decoding_with):
         calls.append(list(combos))
-        return {E: 1.0, **alone} if len(calls) == 1 else {k: second[k] for k in combos}
+        times = {E: 1.0, **alone} if len(calls) == 1 else {k: second[k] for k in combos}
+        return {k: (t,) for k, t in times.items()}  # one round each
 
     monkeypatch.setattr(kernel_choice, "_timed", fake)
-    timings = kernel_choice.measure(None, 8, ALL, None)
+    timings, _ = kernel_choice.measure(None, 8, ALL, None)
     assert calls[0] == [E, *kernel_choice.SINGLES]
     assert kernel_choice.choose(timings) == choice
     if second is None:
@@ -171,13 +174,30 @@ def test_every_combination_of_the_winners_is_timed_beside_eager_and_the_best_sin
 def test_a_measurement_on_a_loaded_machine_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
     cores = len(os.sched_getaffinity(0))
     monkeypatch.setattr(kernel_choice, "_busy", lambda: BUSY(lambda: cores + 2.0))  # two other processes running
-    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: {E: 1.0, D: 0.5})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.0))
     got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
     assert got.kernels == D and not got.cached and "not cached" in got.describe()
     assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").iterdir())
     monkeypatch.setattr(kernel_choice, "_MEMO", {})  # a later run on a quiet machine measures again, and caches
     monkeypatch.setattr(kernel_choice, "_busy", lambda: "")
     assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).cached is False
+    assert len(list((tmp_path / "kernels").iterdir())) == 1
+
+
+def test_a_measurement_whose_rounds_disagree_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
+    """The load average lags by a minute: a process that starts during the measurement shows only as rounds of one
+    combination that disagree (here eager's second round 90% slower, as when a 2-thread process starts beside it)."""
+    monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: {E: (1.0, 1.9), D: (0.8, 0.82),
+                                                                          A: (1.1, 1.1), P: (0.99, 1.0)})
+    timings, spread = kernel_choice.measure(None, 8, ALL, None)
+    assert timings == {E: 1.0, D: 0.8, A: 1.1, P: 0.99} and spread == pytest.approx(0.9)
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.9))
+    got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
+    assert got.kernels == D and "differed by 90%" in got.describe()
+    assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").iterdir())
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})  # a quiet machine's own noise (D: up to 30%) is cached
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.3))
+    assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).busy == ""
     assert len(list((tmp_path / "kernels").iterdir())) == 1
 
 
@@ -190,6 +210,6 @@ def test_busy_means_a_load_average_above_the_usable_cores(load, busy):
 def test_without_onednn_packing_is_not_timed(monkeypatch):
     seen = []
     monkeypatch.setattr(kernel_choice, "_timed",
-                        lambda m, r, combos, d: seen.append(combos) or {c: 1.0 for c in combos})
+                        lambda m, r, combos, d: seen.append(combos) or {c: (1.0,) for c in combos})
     kernel_choice.measure(None, 8, K(False, True, True), None)
     assert seen == [[E, K(False, True, False), K(False, False, True)]]

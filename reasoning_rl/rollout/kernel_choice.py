@@ -10,10 +10,11 @@ model's size and dtype cannot know which machine it is on. So `auto` times a sho
 the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise,
 wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32 (machine D; measured after an
 8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations 33 s). A measurement made
-while other processes load the machine (load average above its usable cores) is used by that run but not cached: the
-next run measures again.
+while other processes load the machine (load average above its usable cores), or whose rounds of one combination
+disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is used by that run
+but not cached: the next run measures again.
 
-    timings = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
+    timings, spread = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
     choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
     chosen(model, rows, possible, decoding_with) -> Chosen    # once per process and shape; cached on disk
 
@@ -53,11 +54,18 @@ STEPS = 6  # decode steps timed per rollout
 WARM_STEPS = 2  # decode steps of the untimed first rollout of each combination
 CONTEXT = 128  # positions already in each row's cache when the timed steps begin (a prompt and part of an answer)
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
+NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
+#             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
 METHOD = 3  # part of the cache key: 3 decodes after CONTEXT cached positions (2 after an 8-token prompt, whose
 #             attention was too short for the decode attention's gain to show; 1 timed only all the winners)
 EAGER = Kernels(False, False, False)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=3))  # every combination
 SINGLES = (Kernels(True, False, False), Kernels(False, True, False), Kernels(False, False, True))  # each kernel alone
+
+
+class Measured(NamedTuple):
+    timings: dict  # {Kernels: best seconds for STEPS decode steps}
+    spread: float  # the largest (slowest round / fastest round - 1) of any combination: 0 on a steady machine
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ def choose(timings: dict, margin: float = MARGIN) -> Kernels:
     return best if timings[best] < eager * (1 - margin) else EAGER
 
 
-def measure(model, rows: int, possible: Kernels, decoding_with) -> dict:
+def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
     entered by `decoding_with(kernels, model)` (cpu_kernels'). The three kernels replace three separate parts of a
     decode step (the products, the draw, the attention), so their savings mostly add up: eager and each kernel
@@ -100,22 +108,30 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> dict:
     contest that decides (the best kernel alone against the combinations) is run within one phase: a machine
     whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
     second phase's scale (times its eager's ratio). Eight rollouts a round at most. A kernel that is not
-    `possible` here (no oneDNN) is left out."""
+    `possible` here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or
+    stopped during the measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
-    first = _timed(model, rows, singles, decoding_with)
+    rounds = _timed(model, rows, singles, decoding_with)
+    first = {k: min(ts) for k, ts in rounds.items()}
     winners = [k for k in singles[1:] if first[k] < first[EAGER] * (1 - MARGIN)]
     if len(winners) < 2:
-        return first
+        return Measured(first, _spread(rounds))
     best_single = min(winners, key=first.get)
     combos = [Kernels(*(any(w[i] for w in ws) for i in range(3)))
               for n in range(2, len(winners) + 1) for ws in itertools.combinations(winners, n)]
-    second = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
+    again = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
+    second = {k: min(ts) for k, ts in again.items()}
     scale = second[EAGER] / first[EAGER]
-    return {**{k: t * scale for k, t in first.items()}, **second}
+    return Measured({**{k: t * scale for k, t in first.items()}, **second}, max(_spread(rounds), _spread(again)))
+
+
+def _spread(rounds: dict) -> float:
+    """The largest disagreement between the rounds of one combination: max over k of max/min - 1."""
+    return max((max(ts) / min(ts) - 1 for ts in rounds.values()), default=0.0)
 
 
 def _timed(model, rows: int, combos: list, decoding_with) -> dict:
-    """{combination: best seconds over ROUNDS interleaved rollouts}, after one short untimed rollout of each (its
+    """{combination: (seconds of each of ROUNDS interleaved rollouts)}, after one short untimed rollout of each (its
     first call pays one-time costs: oneDNN's kernels built, the weights packed). Each rollout decodes from a cache
     that already holds CONTEXT positions per row (one random row's, run through the model once, eager, outside the
     clock, then copied to every row), as a rollout's steps do after its prompt: the attention reads a realistic
@@ -133,7 +149,7 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
         prompt = torch.randint(0, vocab, (1, CONTEXT), generator=g)
         first, _, _, kept = decode.sample_kept(model, prompt, torch.ones_like(prompt), 1, eos_id=-1, keep=True)
         nxt = first[:, :1].expand(rows, 1).contiguous()  # (rows, 1): the token that follows the cached positions
-        best = {k: float("inf") for k in combos}
+        times: dict = {k: () for k in combos}
         for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted
             for k in combos:
                 past = decode.continue_cache(model, kept * rows, [CONTEXT] * rows)  # a fresh (rows, CONTEXT) cache
@@ -144,8 +160,8 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
                                        past=past, draw=draw)
                     seconds = time.perf_counter() - t0
                 if r:
-                    best[k] = min(best[k], seconds)
-        return best
+                    times[k] += (seconds,)
+        return times
     finally:
         torch.set_rng_state(rng)  # the measurement draws nothing from the run's random stream
         model.train(was_training)
@@ -178,7 +194,8 @@ def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = Tru
         result = Chosen(choose(found), found, shape["rows"], cached=True)
     else:
         busy = _busy()
-        timings = measure(model, shape["rows"], possible, decoding_with)
+        timings, spread = measure(model, shape["rows"], possible, decoding_with)
+        busy = busy or _noisy(spread)
         result = Chosen(choose(timings), timings, shape["rows"], cached=False, busy=busy)
         if cache and not busy:
             _write(path, timings, shape)
@@ -192,6 +209,13 @@ def _busy(load=None) -> str:
     busy, cores = machine_load(load)
     return (f"not cached: the machine's load average was {busy:.1f} on {cores} cores, so the next run measures again"
             if busy > cores else "")
+
+
+def _noisy(spread: float) -> str:
+    """Why a measurement should not be cached although the machine looked quiet when it began (the load average
+    lags by a minute): the rounds of one combination disagreed by more than NOISE; else ""."""
+    return (f"not cached: the rounds of one combination differed by {spread:.0%} (something else ran during the "
+            "measurement), so the next run measures again" if spread > NOISE else "")
 
 
 def _read(path: str) -> dict | None:
