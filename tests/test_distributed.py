@@ -368,3 +368,17 @@ def test_the_what_fits_where_table_is_the_formula():
         assert got == pytest.approx([w / 2**30 for w in want], abs=0.06), cells[0]
     # the sharded state is 1/world of the whole, to a byte per rank
     assert state_bytes(1000, 3, True) == -(-16000 // 3) and state_bytes(1000) == 16000
+
+
+@pytest.mark.timeout(300)
+def test_a_launched_rank_destroys_its_process_group_before_the_interpreter_ends():
+    """Each rank's gloo group is destroyed by an exit hook while the interpreter is whole: left alive, its threads
+    are torn down with the interpreter and, now and then, abort a finished rank (SIGABRT, "terminate called
+    without an active exception"), which fails the launch. Two CI runs of the FSDP2 tests ended so."""
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "tests.helpers.ranks_exit"],
+                       cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 gathered [0, 1]" in r.stdout, r.stdout
+        assert f"rank {rank} group alive at exit: False" in r.stdout, r.stdout
