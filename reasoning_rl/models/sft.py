@@ -191,7 +191,23 @@ def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
     tok.save_pretrained(tmp)
     with open(os.path.join(tmp, "sft_meta.json"), "w") as f:
         json.dump({"train_seconds": time.time() - t0, "config": asdict(cfg)}, f, indent=1)
+    return _publish(tmp, out, force)
+
+
+def _publish(tmp: str, out: str, force: bool) -> str:
+    """Move the finished folder `tmp` to `out`. A folder holding `sft_meta.json` is complete (the file is written
+    last, before the move): one another process published meanwhile is kept and ours dropped, unless `force`; only
+    an incomplete one is removed. Removing a complete folder while another process read it left a folder without its
+    weights (two launched ranks building the same checkpoint at once)."""
+    if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return out
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    os.replace(tmp, out)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process's folder took the place between the removal and the move
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.exists(os.path.join(out, "sft_meta.json")):
+            raise
     return out

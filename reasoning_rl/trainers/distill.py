@@ -144,7 +144,9 @@ class Distill(GRPO):
 
     def setup(self, learner: Learner) -> tuple[list[Net], dict]:
         nets, states = super().setup(learner)
-        self.teacher, summary = load_teacher(self.cfg, learner.model.device, log=self.log)
+        # rank 0 first: a teacher built on first use (the tiny default's SFT checkpoint) is built once, not by
+        # every rank at once into the same cache folder
+        self.teacher, summary = learner.ranks.main_first(load_teacher, self.cfg, learner.model.device, log=self.log)
         if learner.ranks.main:
             self.log(summary)
         return nets, states
