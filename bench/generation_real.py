@@ -32,12 +32,12 @@ vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with o
 batch and sampling in a child process of that environment, on the converted folder of the same model (the same
 dtype, eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
 `--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
-`--ablate` instead runs only the `hf` engine, on each of the eight combinations of rollout/cpu_kernels.py's kernels
-forced (eager, packed products, the uniform draw, the decode attention, and their combinations), rounds
+`--ablate` instead runs only the `hf` engine, on each of the sixteen combinations of its CPU kernels forced
+(rollout/cpu_kernels.py: packed products, the uniform draw, the decode attention; rollout/kv_buffer.py: the KV
+cache written in place; eager is none of them; `--only` names a subset), rounds
 alternating, and prints each one's best tokens/s against eager's of the same run, the tokens it drew, and where
 `auto`'s measured choice (rollout/kernel_choice.py, made before the clock) lands among them.
-Not here: prompts of other lengths.
-"""
+Not here: prompts of other lengths."""
 from __future__ import annotations
 
 import argparse
@@ -123,18 +123,20 @@ def matmul_flops(torch, batch: int, hidden: int, dtype, rounds: int = 50) -> tup
 
 
 def ablate(model, tok, prompts: list, a) -> None:
-    """The hf engine on each of the eight combinations of its CPU kernels, forced, and on what `auto` chose (measured
-    first, rollout/kernel_choice.py); each row's best rate against eager's, and whether auto's choice is the
-    fastest of the whole rollouts here (within the chooser's margin)."""
+    """The hf engine on each combination of its CPU kernels (or those `--only` names), forced, and on what `auto`
+    chose (measured first, rollout/kernel_choice.py); each row's best rate against eager's, and whether auto's
+    choice is the fastest of the whole rollouts here (within the chooser's margin)."""
     from reasoning_rl.rollout import HFEngine, SamplingConfig, cpu_kernels, kernel_choice
 
-    def name(k) -> str:
-        return "+".join(n for n, on in zip(("packed", "draw", "attention"), k) if on) or "eager"
-
+    name = kernel_choice.name_of
     note = cpu_kernels.auto_choice("auto", model, a.prompts * a.n)
     print(note or "auto: not measured for this model (under the size floor, or not on a CPU): eager")
     auto = cpu_kernels.resolve("auto", model, a.prompts * a.n)
-    steps = tuple((name(k), k) for k in kernel_choice.CANDIDATES)
+    steps = tuple((name(k), k) for k in kernel_choice.CANDIDATES if not a.only or name(k) in a.only)
+    if auto not in [k for _, k in steps]:
+        steps += ((name(auto), auto),)  # auto's choice is always among the forced ones
+    if kernel_choice.EAGER not in [k for _, k in steps]:
+        steps = ((name(kernel_choice.EAGER), kernel_choice.EAGER), *steps)  # the baseline of every ratio
     best, drawn = {}, {}
     resolve = cpu_kernels.resolve
     try:
@@ -150,7 +152,7 @@ def ablate(model, tok, prompts: list, a) -> None:
         cpu_kernels.resolve = resolve
     base = best["eager"]
     print(f"hf engine, {model.dtype}, {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens, best of "
-          f"{a.repeats} rounds, every combination forced")
+          f"{a.repeats} rounds, {'these combinations' if a.only else 'every combination'} forced")
     for label, rate in sorted(best.items(), key=lambda kv: -kv[1]):
         print(f"{label:<24} {rate:8.1f} tokens/s  {rate / base:5.2f}x eager  ({drawn[label]} tokens drawn)"
               + ("   <- auto's choice" if label == name(auto) else ""))
@@ -168,7 +170,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per engine, alternating; the best counts")
     ap.add_argument("--no-vllm", action="store_true", help="leave vLLM's CPU build out")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model.dtype for every engine")
-    ap.add_argument("--ablate", action="store_true", help="the hf engine's CPU kernels added one at a time")
+    ap.add_argument("--ablate", action="store_true", help="the hf engine on each combination of its CPU kernels")
+    ap.add_argument("--only", default="", type=lambda s: [x for x in s.split(",") if x],
+                    help="with --ablate: only these combinations, comma-separated as the log names them "
+                         "(eager,buffer,draw+buffer,...); eager and auto's choice are always run")
     ap.add_argument("--child-vllm", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     from bench.machine import describe

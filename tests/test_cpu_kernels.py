@@ -258,7 +258,7 @@ def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama):
     tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     none = K(pack=False, draw=False, attend=False)
     assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == none
-    assert cpu_kernels.resolve("packed", model) == K(True, True, True)
+    assert cpu_kernels.resolve("packed", model) == K(True, True, True, True)
     assert cpu_kernels.resolve("eager", model) == none
     # above the floor, auto is what was measured (tests/test_kernel_choice.py)
 

@@ -1,8 +1,8 @@
 """`generation.cpu_decode=auto` chooses by measurement (rollout/kernel_choice.py): fake timings in, choice out; the
 choice is cached per machine and shape and read back without measuring; another machine measures again, and so does
-the next run after a measurement on a loaded machine; every combination of the kernels that win alone is timed beside
-eager and the best of them alone; a real measurement on a small llama times eager and each kernel and leaves the
-run's random stream as it was."""
+the next run after a measurement on a loaded machine; the union of the kernels that win alone and its neighbours are
+timed beside eager and the best of them alone; a real measurement on a small llama times eager and each kernel and
+leaves the run's random stream as it was."""
 from __future__ import annotations
 
 import os
@@ -18,7 +18,8 @@ from .helpers.hf_model import build_hf_model
 BUSY = kernel_choice._busy  # the real check (the fixtures replace it)
 Measured = kernel_choice.Measured
 E = K(False, False, False)
-ALL = K(True, True, True)
+ALL = K(True, True, True, True)
+B = K(False, False, False, True)  # the KV buffer alone
 # (timings of the combinations measured, the choice): seconds for the same rollout
 CHOICES = [
     ({E: 1.00, K(True, False, False): 0.80, K(False, True, False): 0.90, K(True, True, True): 0.70}, K(True, True, True)),
@@ -81,7 +82,7 @@ def test_auto_runs_what_the_measurement_says_and_caches_it_per_machine(measured_
     assert kernel_choice.chosen(measured_model, 24, ALL, cpu_kernels.decoding_with).cached is False and calls == [32, 32]
     # explicit settings never measure
     monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: pytest.fail("measured for an explicit setting"))
-    assert cpu_kernels.resolve("packed", measured_model) == K(True, True, True)
+    assert cpu_kernels.resolve("packed", measured_model) == ALL
     assert cpu_kernels.resolve("eager", measured_model) == E
 
 
@@ -102,7 +103,7 @@ def test_a_real_measurement_times_eager_and_each_kernel_and_draws_nothing_from_t
     timings, spread = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
     assert torch.equal(torch.rand(3), expected)  # the measurement's draws are not the run's
     assert set(timings) >= {E, *kernel_choice.SINGLES} and all(0 < t < 60 for t in timings.values())
-    assert len(timings) <= 8  # eager, the single kernels, and the combinations of those that won
+    assert len(timings) <= 10  # eager, the four single kernels, the union of those that won and its neighbours
     assert kernel_choice.choose(timings) in timings
     assert not measured_model.training
 
@@ -112,19 +113,22 @@ def test_the_timed_steps_decode_after_context_positions_already_cached(measured_
     with it): one token per row after CONTEXT cached positions, not a short prompt's pass."""
     from reasoning_rl.rollout import decode
 
-    timed, real = [], decode.sample_kept
+    timed, layers, real = [], [], decode.sample_kept
 
     def spy(model, input_ids, attention_mask, max_tokens, eos_id, *a, past=None, **k):
         timed.append((tuple(input_ids.shape), None if past is None else tuple(past[1].shape), max_tokens))
+        layers.append(None if past is None else type(past[0].layers[0]).__name__)
         return real(model, input_ids, attention_mask, max_tokens, eos_id, *a, past=past, **k)
 
     monkeypatch.setattr(decode, "sample_kept", spy)
-    kernel_choice._timed(measured_model, 4, [E, K(False, True, False)], cpu_kernels.decoding_with)
+    kernel_choice._timed(measured_model, 4, [E, K(False, True, False), B], cpu_kernels.decoding_with)
     setup, *rollouts = timed
     assert setup == ((1, kernel_choice.CONTEXT), None, 1)  # the cached positions, run once
-    assert len(rollouts) == 2 * (kernel_choice.ROUNDS + 1)
+    assert len(rollouts) == 3 * (kernel_choice.ROUNDS + 1)
     assert all(ids == (4, 1) and past == (4, kernel_choice.CONTEXT) for ids, past, _ in rollouts)
-    steps = [kernel_choice.WARM_STEPS] * 2 + [kernel_choice.STEPS] * 2 * kernel_choice.ROUNDS  # round 0 warms up
+    steps = [kernel_choice.WARM_STEPS] * 3 + [kernel_choice.STEPS] * 3 * kernel_choice.ROUNDS  # round 0 warms up
+    # the buffer's cache is buffered before the clock, as a rollout's is from its prompt's pass on
+    assert layers[1:] == ["DynamicLayer", "DynamicLayer", "BufferedLayer"] * (kernel_choice.ROUNDS + 1)
     assert [n for *_, n in rollouts] == steps
 
 
@@ -145,19 +149,26 @@ PHASES = [
     ({P: 1.1, D: 0.8, A: 0.98}, None, D),  # one winner: no second phase
     ({P: 1.1, D: 1.0, A: 1.2}, None, E),  # none
     ({P: 0.98, D: 0.975, A: 0.5}, None, A),  # two within noise of eager: one winner
+    # four winners: their union and the union less each one (not the six pairs), beside eager and the best single
+    ({P: 0.9, D: 0.8, A: 0.95, B: 0.93}, {E: 1.0, D: 0.8, K(True, True, True, True): 0.6,
+                                           K(False, True, True, True): 0.7, K(True, False, True, True): 0.8,
+                                           K(True, True, False, True): 0.55, K(True, True, True, False): 0.62},
+     K(True, True, False, True)),
 ]
 
 
 @pytest.mark.parametrize("alone, second, choice", PHASES)
-def test_every_combination_of_the_winners_is_timed_beside_eager_and_the_best_single(monkeypatch, alone, second, choice):
-    """Eager and each kernel alone are timed first; where two or more beat eager by more than MARGIN, every
-    combination of them is timed in a second phase beside eager and the best of them alone, and the first phase's
-    other times are put on that phase's scale (eager 1.0 -> 1.02)."""
+def test_the_winners_union_and_its_neighbours_are_timed_beside_eager_and_the_best_single(monkeypatch, alone, second,
+                                                                                          choice):
+    """Eager and each kernel alone are timed first; where two or more beat eager by more than MARGIN, their union
+    and the union less each one (with three winners, every combination of them) are timed in a second phase beside
+    eager and the best of them alone, and the first phase's other times are put on that phase's scale (eager 1.0 ->
+    1.02)."""
     calls = []
 
     def fake(model, rows, combos, decoding_with):
         calls.append(list(combos))
-        times = {E: 1.0, **alone} if len(calls) == 1 else {k: second[k] for k in combos}
+        times = {E: 1.0, B: 1.0, **alone} if len(calls) == 1 else {k: second[k] for k in combos}  # B: no gain
         return {k: (t,) for k, t in times.items()}  # one round each
 
     monkeypatch.setattr(kernel_choice, "_timed", fake)
@@ -165,10 +176,11 @@ def test_every_combination_of_the_winners_is_timed_beside_eager_and_the_best_sin
     assert calls[0] == [E, *kernel_choice.SINGLES]
     assert kernel_choice.choose(timings) == choice
     if second is None:
-        assert len(calls) == 1 and timings == {E: 1.0, **alone}
+        assert len(calls) == 1 and timings == {E: 1.0, B: 1.0, **alone}
         return
-    assert len(calls) == 2 and sorted(calls[1]) == sorted(second)  # eager, the best single, every combination
-    assert timings == pytest.approx({**{k: t * 1.02 for k, t in alone.items()}, **second})
+    assert len(calls) == 2 and sorted(calls[1]) == sorted(second)  # eager, the best single, the union, neighbours
+    scale = second[E]
+    assert timings == pytest.approx({B: scale, **{k: t * scale for k, t in alone.items()}, **second})
 
 
 def test_a_measurement_on_a_loaded_machine_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
@@ -188,9 +200,10 @@ def test_a_measurement_whose_rounds_disagree_is_used_but_not_cached(measured_mod
     """The load average lags by a minute: a process that starts during the measurement shows only as rounds of one
     combination that disagree (here eager's second round 90% slower, as when a 2-thread process starts beside it)."""
     monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: {E: (1.0, 1.9), D: (0.8, 0.82),
-                                                                          A: (1.1, 1.1), P: (0.99, 1.0)})
+                                                                          A: (1.1, 1.1), P: (0.99, 1.0),
+                                                                          B: (1.0, 1.01)})
     timings, spread = kernel_choice.measure(None, 8, ALL, None)
-    assert timings == {E: 1.0, D: 0.8, A: 1.1, P: 0.99} and spread == pytest.approx(0.9)
+    assert timings == {E: 1.0, D: 0.8, A: 1.1, P: 0.99, B: 1.0} and spread == pytest.approx(0.9)
     monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.9))
     got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
     assert got.kernels == D and "differed by 90%" in got.describe()

@@ -22,13 +22,15 @@ length of a rollout:
     with decode_attention(model):    # a one-token forward without gradients, in this thread: decode_attend
         ...
 
-None of the three changes what is sampled from: products and attention differ by float rounding (a log-prob by
-about 1e-5) and the random stream is another one (a seeded run still repeats itself, but not
-`transformers.generate`'s draws). `resolve(setting, model) -> Kernels(pack, draw, attend)` says which a rollout
-uses (`GenerationConfig.cpu_decode`): `packed` all three, `eager` none, `auto`, for a model of at least
-`AUTO_MIN_PARAMS` parameters on a CPU, the combination measured fastest on this machine and this model's shapes
-(`kernel_choice.py`: the same kernels gained 2.07x on one Xeon and nothing on another; docs/results.md). The tiny
-model and the test models stay on eager PyTorch, and with it on the very random stream of earlier runs.
+None of the four changes what is sampled from: products and attention differ by float rounding (a log-prob by about
+1e-5) and the random stream is another one (a seeded run still repeats itself, but not `transformers.generate`'s
+draws). `resolve(setting, model) -> Kernels(pack, draw, attend, buffer)` says which a rollout uses
+(`GenerationConfig.cpu_decode`; `buffer`: kv_buffer.py's cache): `packed` all four, `eager` none, `auto`, for a
+model of at least `AUTO_MIN_PARAMS` parameters on a CPU, the combination measured fastest on this machine and this
+model's shapes (`kernel_choice.py`: the same kernels gained 2.07x on one Xeon and nothing on another;
+docs/results.md). The tiny model and the test models stay on eager PyTorch, and with it on the very random stream of
+earlier runs.
+
 
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
@@ -36,8 +38,8 @@ sees the copy. Likewise the decode attention: within the block the model's confi
 whose masks it takes), and every call but a one-token forward without gradients from the entering thread goes on
 to `sdpa` itself; a model on another attention (eager, flash) is left on it. A layer that already has a forward
 of its own on the instance (a hook library's wrapper) is left as it is. Not here: GPU kernels, quantized weights,
-fusing layers, a preallocated KV cache (tried: its strided views made the attention's products slower than the
-concatenation they save), a compiled step (`torch.compile` of the model's forward was tried and was slower
+fusing layers, the KV cache written in place (kv_buffer.py, the fourth kernel `decoding_with` enters), a compiled
+step (`torch.compile` of the model's forward was tried and was slower
 after a long compile: docs/results.md).
 """
 from __future__ import annotations
@@ -48,7 +50,7 @@ from typing import Iterator
 
 import torch
 
-from .kernel_choice import Kernels, chosen
+from .kernel_choice import EAGER, Kernels, chosen
 
 AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5 M
 
@@ -62,11 +64,11 @@ def resolve(setting: str, model, rows: int = 16) -> Kernels:
         raise ValueError(f"generation.cpu_decode: expected auto, eager or packed, got {setting!r}")
     first = next(model.parameters(), None)
     if setting == "eager" or first is None or first.device.type != "cpu":
-        return Kernels(False, False, False)
+        return EAGER
     if setting == "packed":
         return _possible()
     found = _measured(model, rows)
-    return found.kernels if found else Kernels(False, False, False)
+    return found.kernels if found else EAGER
 
 
 def auto_choice(setting: str, model, rows: int) -> str | None:
@@ -80,7 +82,8 @@ def auto_choice(setting: str, model, rows: int) -> str | None:
 
 def _possible() -> Kernels:
     """Every kernel this torch build can run (packing needs oneDNN's linear)."""
-    return Kernels(torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"), True, True)
+    return Kernels(torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"), True, True,
+                   True)
 
 
 def _measured(model, rows: int):
@@ -206,11 +209,16 @@ def decoding(setting: str, model, rows: int = 16) -> Iterator:
 
 @contextlib.contextmanager
 def decoding_with(kernels: Kernels, model) -> Iterator:
-    """Within the block, `model`'s linear layers packed and its one-token attention on `decode_attend` where
-    `kernels` says; yields the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
+    """Within the block, `model`'s linear layers packed, its one-token attention on `decode_attend` and this
+    thread's rollouts on buffered KV caches (kv_buffer.py) where `kernels` says; yields the `draw` to sample with
+    (`decode.sample_kept`'s; None = `torch.multinomial`)."""
     with contextlib.ExitStack() as stack:
         if kernels.pack:
             stack.enter_context(packed_linears(model))
         if kernels.attend:
             stack.enter_context(decode_attention(model))
+        if kernels.buffer:
+            from .kv_buffer import buffering  # transformers' cache classes: imported where a rollout uses them
+
+            stack.enter_context(buffering())
         yield draw if kernels.draw else None

@@ -119,6 +119,10 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         cache, mask = past[0], torch.cat([past[1].to(attention_mask.dtype), attention_mask], dim=1)
     else:
         cache, mask = DynamicCache(config=model.config), attention_mask
+    from . import kv_buffer
+
+    if kv_buffer.active():  # cpu_decode's fourth kernel: room for every step's keys and values, kept from the start
+        cache = kv_buffer.buffered(cache, max_tokens)
     pos = (mask.long().cumsum(-1) - 1)[:, mask.shape[1] - input_ids.shape[1]:]  # (P, Tp): padding does not shift
     kw = cache_argument(model)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,

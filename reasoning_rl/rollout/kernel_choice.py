@@ -1,13 +1,14 @@
 """`generation.cpu_decode=auto`: the CPU decode kernels chosen by measuring them, on this machine and the model's
 own shapes, once.
 
-The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention)
-gained 2.07x on one 2-core Xeon and nothing on another of the same family (docs/results.md); a rule written from the
-model's size and dtype cannot know which machine it is on. So `auto` times a short rollout of the model itself
-(`STEPS` decode steps after `CONTEXT` cached positions, every row alive) under eager PyTorch and each kernel alone,
-`ROUNDS` times interleaved, then every combination of the kernels that won, beside eager and the best kernel alone
-(their savings mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps
-the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise,
+The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention;
+kv_buffer.py: keys and values written in place, not concatenated) gained 2.07x on one 2-core Xeon and nothing on
+another of the same family (docs/results.md); a rule written from the model's size and dtype cannot know which
+machine it is on. So `auto` times a short rollout of the model itself (`STEPS` decode steps after `CONTEXT` cached
+positions, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` times interleaved, then the union of
+the kernels that won and its neighbours (the union less one of them), beside eager and the best kernel alone (their
+savings mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps the
+fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise,
 wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32 (machine D; measured after an
 8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations 33 s). A measurement made
 while other processes load the machine (load average above its usable cores), or whose rounds of one combination
@@ -48,6 +49,7 @@ class Kernels(NamedTuple):
     pack: bool  # linear weights prepacked for oneDNN (`cpu_kernels.packed_linears`)
     draw: bool  # one uniform per sampled token (`cpu_kernels.draw`) instead of torch.multinomial
     attend: bool  # a decode step's attention as two batched products (`cpu_kernels.decode_attention`), not sdpa's
+    buffer: bool = False  # keys and values written into room kept in the cache (`kv_buffer.py`), not concatenated
 
 MARGIN = 0.03  # a combination must beat eager by more than this share of eager's time to be chosen
 STEPS = 6  # decode steps timed per rollout
@@ -56,11 +58,19 @@ CONTEXT = 128  # positions already in each row's cache when the timed steps begi
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
-METHOD = 3  # part of the cache key: 3 decodes after CONTEXT cached positions (2 after an 8-token prompt, whose
+METHOD = 4  # part of the cache key: 4 adds the KV buffer and times the winners' union and its neighbours; 3 every
+#             combination of at most three winners after CONTEXT cached positions (2 after an 8-token prompt, whose
 #             attention was too short for the decode attention's gain to show; 1 timed only all the winners)
-EAGER = Kernels(False, False, False)
-CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=3))  # every combination
-SINGLES = (Kernels(True, False, False), Kernels(False, True, False), Kernels(False, False, True))  # each kernel alone
+N_KERNELS = len(Kernels._fields)
+EAGER = Kernels(*(False,) * N_KERNELS)
+CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=N_KERNELS))  # every combination
+SINGLES = tuple(Kernels(*(i == j for j in range(N_KERNELS))) for i in range(N_KERNELS))  # each kernel alone
+NAMES = ("packed", "draw", "attention", "buffer")  # as the log and the benches name each kernel
+
+
+def name_of(k: Kernels) -> str:
+    """A combination as the log names it: its kernels joined by +, or eager."""
+    return "+".join(n for n, on in zip(NAMES, k) if on) or "eager"
 
 
 class Measured(NamedTuple):
@@ -79,7 +89,7 @@ class Chosen:
     def describe(self) -> str:
         """One log line: the choice, and each combination's time against eager's."""
         def name(k: Kernels) -> str:
-            return "+".join(n for n, on in zip(("packed", "draw", "attention"), k) if on) or "eager"
+            return name_of(k)
 
         eager = self.timings.get(EAGER)
         parts = [f"{name(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
@@ -103,11 +113,12 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
     entered by `decoding_with(kernels, model)` (cpu_kernels'). The three kernels replace three separate parts of a
     decode step (the products, the draw, the attention), so their savings mostly add up: eager and each kernel
-    alone are timed first (interleaved); where two or more beat eager by more than MARGIN, every combination of
-    those winners is timed in a second phase, interleaved with eager and the best single kernel, so that the
+    alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union of those
+    winners and its neighbours (the union less one winner, where two or more remain: with three winners, every
+    combination of them) are timed in a second phase, interleaved with eager and the best single kernel, so that the
     contest that decides (the best kernel alone against the combinations) is run within one phase: a machine
     whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
-    second phase's scale (times its eager's ratio). Eight rollouts a round at most. A kernel that is not
+    second phase's scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not
     `possible` here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or
     stopped during the measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
@@ -117,12 +128,17 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     if len(winners) < 2:
         return Measured(first, _spread(rounds))
     best_single = min(winners, key=first.get)
-    combos = [Kernels(*(any(w[i] for w in ws) for i in range(3)))
-              for n in range(2, len(winners) + 1) for ws in itertools.combinations(winners, n)]
+    combos = [union(ws) for ws in [winners, *(itertools.combinations(winners, len(winners) - 1)
+                                              if len(winners) > 2 else ())]]
     again = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
     second = {k: min(ts) for k, ts in again.items()}
     scale = second[EAGER] / first[EAGER]
     return Measured({**{k: t * scale for k, t in first.items()}, **second}, max(_spread(rounds), _spread(again)))
+
+
+def union(kernels) -> Kernels:
+    """The combination that runs every kernel any of `kernels` runs."""
+    return Kernels(*(any(k[i] for k in kernels) for i in range(N_KERNELS)))
 
 
 def _spread(rounds: dict) -> float:
@@ -138,7 +154,7 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
     length, and no prompt's pass (not what these kernels are for) is on the clock."""
     import torch
 
-    from . import decode
+    from . import decode, kv_buffer
 
     vocab = model.get_output_embeddings().weight.shape[0]
     g = torch.Generator().manual_seed(0)
@@ -153,6 +169,8 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
         for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted
             for k in combos:
                 past = decode.continue_cache(model, kept * rows, [CONTEXT] * rows)  # a fresh (rows, CONTEXT) cache
+                if k.buffer:  # a rollout's cache is buffered from its prompt's pass on: this copy is not a step's
+                    kv_buffer.buffered(past[0], STEPS)
                 # packing the weights happens on entering, outside the clock: once per rollout in a run, not per step
                 with decoding_with(k, model) as draw:
                     t0 = time.perf_counter()  # eos_id -1: no row ever ends
