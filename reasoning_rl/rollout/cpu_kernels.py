@@ -31,7 +31,6 @@ model's shapes (`kernel_choice.py`: the same kernels gained 2.07x on one Xeon an
 docs/results.md). The tiny model and the test models stay on eager PyTorch, and with it on the very random stream of
 earlier runs.
 
-
 A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
 trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
 sees the copy. Likewise the decode attention: within the block the model's config names it (in place of `sdpa`,

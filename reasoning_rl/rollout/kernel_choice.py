@@ -60,8 +60,8 @@ NOISE = 0.5  # a combination whose rounds differ by more than this share of the 
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
 METHOD = 5  # part of the cache key: 5 buffers the buffer's cache before the clock (4 copied it in on the clock, in
 #             the first timed step: 1.00 of eager where a rollout gains 6%); 4 adds the KV buffer and times the
-#             winners' union and its neighbours; 3 every
-#             combination of at most three winners after CONTEXT cached positions (2 after an 8-token prompt, whose
+#             winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT cached
+#             positions (2 after an 8-token prompt, whose
 #             attention was too short for the decode attention's gain to show; 1 timed only all the winners)
 N_KERNELS = len(Kernels._fields)
 EAGER = Kernels(*(False,) * N_KERNELS)
@@ -90,9 +90,7 @@ class Chosen:
 
     def describe(self) -> str:
         """One log line: the choice, and each combination's time against eager's."""
-        def name(k: Kernels) -> str:
-            return name_of(k)
-
+        name = name_of
         eager = self.timings.get(EAGER)
         parts = [f"{name(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
             if eager else []
@@ -113,16 +111,17 @@ def choose(timings: dict, margin: float = MARGIN) -> Kernels:
 
 def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
-    entered by `decoding_with(kernels, model)` (cpu_kernels'). The three kernels replace three separate parts of a
-    decode step (the products, the draw, the attention), so their savings mostly add up: eager and each kernel
-    alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union of those
+    entered
+    by `decoding_with(kernels, model)` (cpu_kernels'). The four kernels replace four separate parts of a decode step
+    (the products, the draw, the attention, the cache's growth), so their savings mostly add up: eager and each
+    kernel alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union of those
     winners and its neighbours (the union less one winner, where two or more remain: with three winners, every
     combination of them) are timed in a second phase, interleaved with eager and the best single kernel, so that the
-    contest that decides (the best kernel alone against the combinations) is run within one phase: a machine
-    whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
-    second phase's scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not
-    `possible` here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or
-    stopped during the measurement shows as rounds of one combination that disagree."""
+    contest that decides (the best kernel alone against the combinations) is run within one phase: a machine whose
+    load changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's
+    scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible` here (no
+    oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
+    measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
     rounds = _timed(model, rows, singles, decoding_with)
     first = {k: min(ts) for k, ts in rounds.items()}
