@@ -111,16 +111,15 @@ def choose(timings: dict, margin: float = MARGIN) -> Kernels:
 
 def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
-    entered
-    by `decoding_with(kernels, model)` (cpu_kernels'). The four kernels replace four separate parts of a decode step
-    (the products, the draw, the attention, the cache's growth), so their savings mostly add up: eager and each
-    kernel alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union of those
-    winners and its neighbours (the union less one winner, where two or more remain: with three winners, every
-    combination of them) are timed in a second phase, interleaved with eager and the best single kernel, so that the
-    contest that decides (the best kernel alone against the combinations) is run within one phase: a machine whose
-    load changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's
-    scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible` here (no
-    oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
+    entered by `decoding_with(kernels, model)` (cpu_kernels'). The four kernels replace four separate parts of a
+    decode step (the products, the draw, the attention, the cache's growth), so their savings mostly add up: eager
+    and each kernel alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union
+    of those winners and its neighbours (the union less one winner, where two or more remain: with three winners,
+    every combination of them) are timed in a second phase, interleaved with eager and the best single kernel, so
+    that the contest that decides (the best kernel alone against the combinations) is run within one phase: a
+    machine whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
+    second phase's scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible`
+    here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
     measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
     rounds = _timed(model, rows, singles, decoding_with)
