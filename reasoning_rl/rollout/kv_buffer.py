@@ -55,6 +55,10 @@ class BufferedLayer(DynamicLayer):
             vb[:, :, :n].copy_(self.values)
         self.key_buffer, self.value_buffer = kb, vb
 
+    def _show(self, n: int) -> None:
+        """`keys` and `values`: the buffers' first n positions, as views."""
+        self.keys, self.values = self.key_buffer[:, :, :n], self.value_buffer[:, :, :n]
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the new states (b, Hkv, t, D) after the cached n positions; -> the first n + t, as views."""
@@ -66,24 +70,21 @@ class BufferedLayer(DynamicLayer):
             self._rebuffer(n + t + self.room, key_states, value_states)
         self.key_buffer[:, :, n:n + t].copy_(key_states)
         self.value_buffer[:, :, n:n + t].copy_(value_states)
-        self.keys = self.key_buffer[:, :, :n + t]
-        self.values = self.value_buffer[:, :, :n + t]
+        self._show(n + t)
         return self.keys, self.values
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.get_seq_length() > 0 and self._held():
             self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
             self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
-            n = self.keys.shape[-2]
-            self.keys, self.values = self.key_buffer[:, :, :n], self.value_buffer[:, :, :n]
+            self._show(self.keys.shape[-2])
         else:
             super().batch_repeat_interleave(repeats)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.get_seq_length() > 0 and self._held():
             self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
-            n = self.keys.shape[-2]
-            self.keys, self.values = self.key_buffer[:, :, :n], self.value_buffer[:, :, :n]
+            self._show(self.keys.shape[-2])
         else:
             super().batch_select_indices(indices)
 
@@ -105,7 +106,7 @@ def buffered(cache, room: int):
             new.keys, new.values = layer.keys, layer.values
             n = layer.get_seq_length()
             new._rebuffer(n + new.room, layer.keys, layer.values)  # copied in now, not at the next step
-            new.keys, new.values = new.key_buffer[:, :, :n], new.value_buffer[:, :, :n]
+            new._show(n)
         cache.layers[i] = new
     return cache
 
