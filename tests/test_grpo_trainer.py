@@ -97,3 +97,26 @@ def test_evaluation_cadence_can_be_turned_off(tmp_path, knobs, evaluated):
     lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in lines if "eval/accuracy" in m] == evaluated
     assert [m["step"] for m in lines if "reward/mean" in m] == [1, 2, 3]
+
+
+@pytest.mark.timeout(300)
+def test_leaving_out_zero_advantage_rows_trains_the_same_weights(tmp_path):
+    """grpo.skip_zero_advantage on the tiny model, every group kept (filter_mixed=false), minibatches of 4 rows so
+    some hold only rows of uniform groups: three rounds end on the same weights (float noise) and draw the same
+    samples as the run that runs every row."""
+    runs = {}
+    for skip in (True, False):
+        cfg = config.load(Config, overrides=[
+            f"output_dir={tmp_path / str(skip)}", "model.tiny.num_layers=1", "grpo.steps=3", "grpo.prompts_per_step=4",
+            "grpo.group_size=4", "grpo.minibatch_size=4", "grpo.filter_mixed=false", "grpo.sampler=uniform",
+            "grpo.eval_every=0", "grpo.eval_at_start=false", "grpo.eval_at_end=false", "grpo.train_prompts=32",
+            "grpo.verifier_workers=1", "grpo.warmup_steps=0", "grpo.lr=1e-3", f"grpo.skip_zero_advantage={skip}"])
+        history, model, _ = train_grpo(cfg, log=lambda *_: None)
+        runs[skip] = history, [p.detach().clone() for p in model.parameters()]
+    (h_skip, w_skip), (h_all, w_all) = runs[True], runs[False]
+    assert sum(h["train/zero_advantage_rows"] for h in h_skip) > 0  # rows were left out
+    assert all(h["train/zero_advantage_rows"] == 0 for h in h_all)
+    assert [h["reward/mean"] for h in h_skip] == [h["reward/mean"] for h in h_all]
+    assert [h["completions/mean_length"] for h in h_skip] == [h["completions/mean_length"] for h in h_all]
+    moved = max((a - b).abs().max().item() for a, b in zip(w_all, w_skip))
+    assert moved < 1e-5, moved

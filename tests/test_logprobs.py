@@ -129,6 +129,92 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     model.zero_grad()
 
 
+def _rows_batch(tok, n=12, seed=0, model=None):
+    """A GRPO batch of `n` rows in groups of 3 (4 prompts), completions of 1-19 random tokens, pi_old near pi."""
+    from reasoning_rl.models.logprobs import TokenBatch
+
+    gen = torch.Generator().manual_seed(seed)
+    prompts = [tok(f"{i // 3 * 37}+{i // 3}=")["input_ids"] for i in range(n)]
+    comps = [torch.randint(4, 60, (int(k),), generator=gen).tolist() for k in torch.randint(1, 20, (n,), generator=gen)]
+    p_ids, p_mask = pad_prompts(prompts, tok.pad_token_id)
+    c_ids, c_mask = pad_completions(comps, tok.pad_token_id)
+    with torch.no_grad():
+        old = token_logprobs(model, p_ids, p_mask, c_ids, c_mask) + 0.1 * torch.randn(c_ids.shape, generator=gen)
+    return TokenBatch(p_ids, p_mask, c_ids, c_mask, old * c_mask), gen
+
+
+# (advantage layout, loss type, share_prompts): rows 3-8 (groups 1 and 2) have zero advantage on every token
+@pytest.mark.parametrize("per_token,loss_type,share", [
+    (False, "dapo", False),     # token mean over the minibatch: the left-out rows still count in its denominator
+    (False, "grpo", True),      # a mean per sequence; groups kept whole, each prompt run once
+    (False, "dr_grpo", False),  # a sum per sequence over max_tokens
+    (True, "cispo", False),     # per-token advantages (process supervision), CISPO's weighted log-probs
+])
+def test_rows_with_zero_advantage_left_out_of_the_update_change_nothing(tiny, per_token, loss_type, share):
+    """grpo.skip_zero_advantage: the rows whose advantage is zero everywhere are not run, and the gradient and the
+    loss equal those of the update that runs every row; the entropy is the rows' that ran (their own update's), and
+    train/zero_advantage_rows is their share. With beta > 0 every row runs (the KL reaches them all)."""
+    from reasoning_rl.trainers.distributed import Ranks
+    from reasoning_rl.trainers.grpo_batch import GRPOBatch
+    from reasoning_rl.trainers.grpo_batch import update_minibatch as _update
+
+    model, tok = tiny
+    tokens, gen = _rows_batch(tok, model=model)
+    n, Tc = tokens.c_ids.shape
+    A = torch.randn(n, Tc, generator=gen) * tokens.c_mask if per_token else torch.randn(n, generator=gen)
+    A[3:9] = 0.0
+    batch = GRPOBatch(tokens, A, [])
+    idx = torch.arange(n)
+    grads, metrics = [], []
+    for skip in (True, False):
+        cfg = config.load(Config, overrides=[f"grpo.loss_type={loss_type}", f"grpo.skip_zero_advantage={skip}"])
+        model.zero_grad(set_to_none=True)
+        metrics.append(_update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, idx, share_prompts=share))
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert grads[1].abs().max() > 1e-4  # a real gradient
+    assert torch.allclose(grads[0], grads[1], atol=1e-7, rtol=1e-5), (grads[0] - grads[1]).abs().max()
+    assert metrics[0]["loss/policy"] == pytest.approx(metrics[1]["loss/policy"], abs=1e-6)
+    assert metrics[0]["train/zero_advantage_rows"] == pytest.approx(0.5)
+    assert metrics[1]["train/zero_advantage_rows"] == 0
+    live = torch.tensor([i for i in range(n) if not 3 <= i < 9])
+    cfg = config.load(Config, overrides=[f"grpo.loss_type={loss_type}", "grpo.skip_zero_advantage=false"])
+    model.zero_grad(set_to_none=True)
+    alone = _update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, live, share_prompts=share)
+    assert metrics[0]["entropy"] == pytest.approx(alone["entropy"], abs=1e-5)
+    assert metrics[0]["entropy"] != pytest.approx(metrics[1]["entropy"], abs=1e-5)  # not every row's
+    beta = config.load(Config, overrides=["grpo.beta=0.1"]).grpo
+    model.zero_grad(set_to_none=True)
+    assert _update(model, model, Ranks(), beta, cfg.generation, batch, idx)["train/zero_advantage_rows"] == 0.0
+    model.zero_grad(set_to_none=True)
+
+
+def test_a_minibatch_of_zero_advantage_rows_still_gives_the_optimiser_zero_gradients(tiny):
+    """Every row of the minibatch has zero advantage: no row runs, and GRPO's minibatch makes one zero pass instead,
+    so every parameter has a zero gradient (AdamW then steps on its moments, as on the rows' own zero gradient;
+    none would skip the parameter) and, under DDP, the all-reduce still meets. `passes` counts that one pass."""
+    import verifiers
+    from reasoning_rl.trainers.algorithm import Learner, Net
+    from reasoning_rl.trainers.distributed import Ranks
+    from reasoning_rl.trainers.grpo import GRPO
+    from reasoning_rl.trainers.grpo_batch import GRPOBatch
+
+    model, tok = tiny
+    tokens, _ = _rows_batch(tok, model=model)
+    cfg = config.load(Config)
+    learner = Learner(cfg.grpo, cfg.generation, Net("policy", model, model, None, None, "grad_norm"), None, tok,
+                      Ranks(), verifiers.Reward.single("math"))  # the reward: the update never reads it
+    algo = GRPO()
+    algo.setup(learner)
+    batch, idx = GRPOBatch(tokens, torch.zeros(len(tokens)), []), torch.arange(len(tokens))
+    assert algo.passes(learner, batch, idx) == 1
+    model.zero_grad(set_to_none=True)
+    m = algo.minibatch(learner, batch, idx)
+    assert m["train/zero_advantage_rows"] == 1.0 and "entropy" not in m
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and not g.any() for g in grads)
+    model.zero_grad(set_to_none=True)
+
+
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_a_prompt_run_once_for_its_rows_gives_the_same_logprobs_entropy_and_gradients(tiny, lora):
     """share_prompts: each distinct prompt through the model once, its cache gathered to its rows (a group's samples,

@@ -188,6 +188,12 @@ class GRPOConfig(RLConfig):
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
                                   "length, each padded only to its own longest (gradients accumulate to the same "
                                   "update); 1 = one padded batch", min=1)
+    skip_zero_advantage: bool = knob(
+        True, "the update leaves out of its forward and backward passes the rows whose advantage is zero on every "
+              "token (a group whose samples all scored the same), when nothing else in the loss reaches them (beta = "
+              "0, no entropy bonus): their gradient is exactly zero, and they still count in the token-mean's "
+              "denominator, so the update is the same. The step's entropy, ratio and clip metrics are then over the "
+              "rows it ran; train/zero_advantage_rows is the share left out. false runs every row (TRL, verl)")
     void_turns: Literal["keep", "filter"] = knob(
         "keep", "with environment: an episode that ends on a void turn (no tool call, and no answer the outcome "
                 "verifier can read) stays in the loss (keep) or is left out of it, its group's advantages "

@@ -159,6 +159,11 @@ class Distill(GRPO):
             return super().minibatch(learner, batch, idx)
         return dense_minibatch(learner, self.teacher, batch, idx)
 
+    def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
+        if learner.rl.loss == "reverse_kl":  # GRPO's update: its rows of zero advantage are left out
+            return super().passes(learner, batch, idx)
+        return len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts)))
+
 
 def train_distill(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
                   resume: bool = False, resume_changed: bool = False):

@@ -22,7 +22,7 @@ from ..types import Group
 from . import loop
 from .algorithm import Learner, Net
 from .distributed import zero_loss
-from .grpo_batch import GRPOBatch, make_batch, micro_batches, update_minibatch
+from .grpo_batch import GRPOBatch, live_rows, make_batch, micro_batches, update_minibatch
 from .offpolicy import correct_batch
 
 __all__ = ["GRPO", "train_grpo"]
@@ -60,11 +60,16 @@ class GRPO:
         return batch, m
 
     def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
-        return update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
-                                batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
+        metrics = update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
+                                   batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
+        if metrics["train/zero_advantage_rows"] == 1.0:  # no row ran: one zero pass, so the gradients are zeros (the
+            self.touch(learner)  # optimiser steps as on the rows' zero gradient) and DDP's all-reduce still meets
+        return metrics
 
     def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
-        return len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts)))
+        live = live_rows(batch.A[idx], learner.rl, self.ent.coef)
+        return max(1, len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts,
+                                             live))))  # at least the zero pass of a minibatch with no live row
 
     def touch(self, learner: Learner) -> None:  # each pass scores the reference too: a LoRA one's is a collective
         zero_loss(learner.policy.wrapped, learner.tok.bos_token_id, ref=learner.ranks.in_step(learner.ref))

@@ -4,7 +4,8 @@
         A (n,) per sequence from the group-normalised advantage, or (n, Tc) per token (process supervision,
         docs/algorithms.md §process, from the `prm` verdicts' step scores); masked samples are left out.
     update_minibatch(model, ref, ranks, gcfg, gen, batch) -> metrics
-        accumulates the PPO-clip gradient of a minibatch over length-bucketed micro-batches.
+        accumulates the PPO-clip gradient of a minibatch over length-bucketed micro-batches, leaving out the rows
+        whose gradient is exactly zero (`live_rows`: zero advantage on every token, no KL or entropy term).
 
 Not here: sampling, verification, the optimiser step or any logging (loop.py).
 """
@@ -148,14 +149,29 @@ class MicroBatch:
     last: bool  # the minibatch's last: where DDP all-reduces
 
 
-def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False):
+def live_rows(A: torch.Tensor, gcfg: GRPOConfig, entropy_coef: float = 0.0) -> torch.Tensor | None:
+    """The rows of a minibatch whose gradient can be non-zero, (n,) bool, or None when every row's can. A row whose
+    advantage is zero on every token has a zero clipped surrogate (and CISPO term) and a zero gradient, unless the
+    KL to the reference (beta > 0) or the entropy bonus reaches it (grpo.skip_zero_advantage).
+    A: (n,) per sequence or (n, Tc) per token."""
+    if not gcfg.skip_zero_advantage or gcfg.beta > 0 or entropy_coef:
+        return None
+    live = A != 0 if A.dim() == 1 else (A != 0).any(-1)  # (n,)
+    return None if bool(live.all()) else live
+
+
+def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, live: torch.Tensor | None = None):
     """The minibatch `mb` cut into up to `buckets` micro-batches of similar length (logprobs.length_buckets), each
-    padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there)."""
+    padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there).
+    `live` (n,) bool: only those rows are cut into micro-batches, each still weighed by its share of every row's
+    tokens (`live_rows`); none at all when no row is live."""
     T = mb.loss_mask.sum().clamp(min=1)
-    chunks = length_buckets((mb.p_mask.sum(-1) + mb.c_mask.sum(-1)).tolist(), buckets,
-                            groups=prompt_runs(mb.p_ids, mb.p_mask)[1].tolist() if share_prompts else None)
+    rows = torch.arange(len(mb)) if live is None else live.nonzero().squeeze(-1)  # (r,) the rows that run
+    lengths = (mb.p_mask.sum(-1) + mb.c_mask.sum(-1))[rows].tolist()
+    groups = prompt_runs(mb.p_ids, mb.p_mask)[1][rows].tolist() if share_prompts else None
+    chunks = length_buckets(lengths, buckets, groups=groups)
     for k, chunk in enumerate(chunks):
-        sub = torch.tensor(chunk, dtype=torch.long)
+        sub = rows[torch.tensor(chunk, dtype=torch.long)]
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
         loss_mask = mb.loss_mask[sub][:, :c_ids.shape[1]]
         yield MicroBatch(sub, p_ids, p_mask, c_ids, c_mask, loss_mask, float(loss_mask.sum() / T),
@@ -173,8 +189,10 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     agg = POLICY_LOSSES.get(gcfg.loss_type).agg
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
+    live = live_rows(A, gcfg, entropy_coef)
     metrics: dict[str, float] = {}
-    for m in micro_batches(mb, gcfg.length_buckets, share_prompts):
+    ran = 0.0  # the share of the minibatch's tokens in the micro-batches that ran
+    for m in micro_batches(mb, gcfg.length_buckets, share_prompts, live):
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, m.loss_mask
         tc = c_ids.shape[1]
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
@@ -196,9 +214,15 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
                 loss = loss - entropy_coef * aggregate(ent, loss_mask, agg, gen.max_tokens)
             (loss * w).backward()
         out.metrics["entropy"] = masked_mean(ent.detach(), loss_mask)  # of the policy at the sampled states, a token
+        ran += share
         for name, v in out.metrics.items():
             if name == "ratio/max":
                 metrics[name] = max(metrics.get(name, v), v)
             else:
                 metrics[name] = metrics.get(name, 0.0) + (w if name == "loss/policy" else share) * v
+    if live is not None and ran > 0:  # averages over the rows that ran (the loss: over all, a row left out adds 0)
+        for name in metrics:
+            if name not in ("loss/policy", "ratio/max"):
+                metrics[name] /= ran
+    metrics["train/zero_advantage_rows"] = 0.0 if live is None else 1.0 - live.float().mean().item()
     return metrics

@@ -57,7 +57,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("kl", "nats/token", BOTH, "estimate of KL to the reference policy when beta > 0 (GRPO: the "
            "kl_estimator's, in the loss; PPO: k1 of KL(pi_old || pi_ref) when the batch is made)"),
     Metric("kl_coef", "coefficient", "ppo", "the KL coefficient in force (changes under the adaptive controller)"),
-    Metric("entropy", "nats/token", BOTH, "policy entropy at the sampled states"),
+    Metric("entropy", "nats/token", BOTH, "policy entropy at the sampled states (GRPO, distill: of the rows the update "
+           "ran, see train/zero_advantage_rows)"),
+    Metric("train/zero_advantage_rows", "fraction", "grpo, distill", "rows of the update's minibatches left out of "
+           "its passes: zero advantage on every token and nothing else in the loss, so a zero gradient "
+           "(grpo.skip_zero_advantage)"),
     Metric("grad_norm", "norm", BOTH, "policy gradient norm before clipping"),
     Metric("grad_norm/critic", "norm", "ppo", "critic gradient norm before clipping"),
     # completions and rollout
