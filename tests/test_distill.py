@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasoning_rl.algos.distill import (DivergenceOptions, generalized_jsd, log_probs_at, reverse_kl_advantage,
-                                        topk_forward_kl)
+from reasoning_rl.algos.distill import (DIVERGENCES, DivergenceOptions, generalized_jsd, log_probs_at,
+                                        reverse_kl_advantage, topk_forward_kl)
 from reasoning_rl.algos.losses import token_mean
 
 
@@ -121,7 +121,10 @@ def test_the_dense_loss_equals_trls_distillation_trainer_on_the_same_batch(beta,
         logits_t = completion_logits(teacher, p_ids, p_mask, c_ids, c_mask)
     ours = token_mean(generalized_jsd(log_probs_at(logits_s, temperature), log_probs_at(logits_t, temperature),
                                       DivergenceOptions(beta=beta)), loss_mask)
-    (g_ours,) = torch.autograd.grad(ours, student.lm_head.weight)
+    (g_ours,) = torch.autograd.grad(ours, student.lm_head.weight, retain_graph=True)
+    # what the trainer runs: the same divergence from the logits, block by block (algos/vocab_blocks.py)
+    fast = token_mean(DIVERGENCES.get("jsd")(logits_s, logits_t, DivergenceOptions(beta=beta), temperature), loss_mask)
+    (g_fast,) = torch.autograd.grad(fast, student.lm_head.weight)
 
     ids, attn = torch.cat([p_ids, c_ids], 1), torch.cat([p_mask, c_mask], 1)
     h_s = student.model(input_ids=ids, attention_mask=attn).last_hidden_state[:, :-1][:, -Tc:]
@@ -132,7 +135,9 @@ def test_the_dense_loss_equals_trls_distillation_trainer_on_the_same_batch(beta,
     (g_theirs,) = torch.autograd.grad(theirs, student.lm_head.weight)
     assert int(n) == int(loss_mask.sum())
     assert ours.item() == pytest.approx(theirs.item(), abs=1e-5)
+    assert fast.item() == pytest.approx(theirs.item(), abs=1e-5)
     torch.testing.assert_close(g_ours, g_theirs, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(g_fast, g_theirs, atol=1e-5, rtol=1e-4)
 
 
 # ------------------------------------------------------------------ the trainer on the tiny models

@@ -9,7 +9,8 @@ completion right-padded, concatenated.
     -> per-token log-probs (B, Tc), zero where completion_mask is 0
 
 Only the last Tc+1 positions' logits are materialised (`logits_to_keep`), and the
-log-softmax is computed as gather - logsumexp, so memory stays (B, Tc, V) at most.
+log-softmax is computed as gather - logsumexp block by block (algos/vocab_blocks.py), so memory stays
+(B, Tc, V) at most: the logits themselves.
 `TokenBatch` / `pad_rollouts` is the one tokenise-and-pad path of the trainers: prompts, completions
 and their sampling log-probs. `trim_padding` and `length_buckets` cut a padded batch into
 micro-batches of similar length.
@@ -21,6 +22,8 @@ from dataclasses import dataclass, fields
 from typing import Sequence
 
 import torch
+
+from ..algos.vocab_blocks import sampled_logprobs
 
 
 def completion_logits(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
@@ -51,18 +54,14 @@ def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, c
     are copied to each of its rows and the completions run after them (`_shared_prompt_logits`). The same values
     and gradients up to float noise, for about (unique prompts x Tp + B x Tc) tokens instead of B x (Tp + Tc)."""
     logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
-                               share_prompts=share_prompts).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    lse = torch.logsumexp(logits, dim=-1)  # (B, Tc)
-    logp = logits.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - lse
+                               share_prompts=share_prompts)  # (B, Tc, V) in the model's dtype
+    # gather - logsumexp, and H = logsumexp - E_p[logit], block by block over the vocabulary in float32
+    logp, entropy = sampled_logprobs(logits, completion_ids, temperature, with_entropy=return_entropy)
     cm = completion_mask.to(logp.dtype)
     logp = logp * cm
     if not return_entropy:
         return logp
-    probs = torch.softmax(logits, dim=-1)
-    entropy = (lse - (probs * logits).sum(-1)) * cm  # H = logsumexp - E_p[logit]
-    return logp, entropy
+    return logp, entropy * cm
 
 
 def prompt_runs(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

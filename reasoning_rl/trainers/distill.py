@@ -24,8 +24,9 @@ from typing import Callable
 import torch
 
 from ..algos.advantages import ADVANTAGES, GroupOptions
-from ..algos.distill import DIVERGENCES, DivergenceOptions, log_probs_at, reverse_kl_advantage
+from ..algos.distill import DIVERGENCES, DivergenceOptions, reverse_kl_advantage
 from ..algos.losses import POLICY_LOSSES, masked_mean, token_mean
+from ..algos.vocab_blocks import sampled_logprobs
 from ..config.sections import Config
 from ..models.load import autocast, load_tokenizer
 from ..models.logprobs import completion_logits, pad_rollouts
@@ -107,28 +108,29 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask, weight = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, \
             m.loss_mask, m.share
         tc = c_ids.shape[1]
+        tau = learner.temperature
         with learner.ranks.no_sync(learner.policy.wrapped, not m.last):
             with autocast(rl.bf16):
-                log_ps = log_probs_at(completion_logits(learner.policy.wrapped, p_ids, p_mask, c_ids, c_mask,
-                                                        share_prompts=share), learner.temperature)  # (n, tc, V)
+                z_s = completion_logits(learner.policy.wrapped, p_ids, p_mask, c_ids, c_mask,
+                                        share_prompts=share)  # (n, tc, V)
                 with torch.no_grad():
                     on = teacher.device
-                    log_pt = log_probs_at(completion_logits(teacher, p_ids.to(on), p_mask.to(on), c_ids.to(on),
-                                                            c_mask.to(on), share_prompts=share),
-                                          learner.temperature).to(log_ps.device)
-            per_token = divergence(log_ps, log_pt, opts)  # (n, tc)
+                    z_t = completion_logits(teacher, p_ids.to(on), p_mask.to(on), c_ids.to(on), c_mask.to(on),
+                                            share_prompts=share).to(z_s.device)
+            per_token = divergence(z_s, z_t, opts, tau)  # (n, tc)
             loss = token_mean(per_token, loss_mask)
             if rl.reward_weight:
-                logp = log_ps.gather(-1, c_ids.unsqueeze(-1)).squeeze(-1) * c_mask
+                logp = sampled_logprobs(z_s, c_ids, tau)[0] * c_mask
                 objective = POLICY_LOSSES.get(rl.loss_type)
                 pg = objective.fn(logp, mb.logp_old[sub][:, :tc], A[sub], loss_mask, eps_low=rl.eps_low,
                                   eps_high=rl.eps_high, ratio_level=rl.ratio_level, agg="token_mean",
                                   max_len=gen.max_tokens)
                 loss = loss + pg.loss
             (loss * weight).backward()
+        with torch.no_grad():
+            lp_t = sampled_logprobs(z_t, c_ids, tau)[0]  # (n, tc) the teacher's log-prob of each sampled token
         sampled = {"distill/divergence": masked_mean(per_token.detach(), loss_mask),
-                   **_teacher_metrics(mb.logp_old[sub][:, :tc], log_pt.gather(-1, c_ids.unsqueeze(-1)).squeeze(-1),
-                                      loss_mask)}
+                   **_teacher_metrics(mb.logp_old[sub][:, :tc], lp_t, loss_mask)}
         for k, v in sampled.items():  # each micro-batch weighed by its share of the tokens
             metrics[k] = metrics.get(k, 0.0) + weight * v
     metrics["loss/policy"] = metrics["distill/divergence"]
