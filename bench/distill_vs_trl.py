@@ -65,7 +65,7 @@ def run_ours(student: str, teacher: str, loss: str, a, out: str) -> list[float]:
         "generation.temperature=1.0", f"distill.lr={a.lr}", "distill.warmup_steps=0", f"distill.loss={loss}",
         "distill.jsd_beta=1.0", f"distill.minibatch_size={a.prompts * a.group}", f"distill.eval_every={a.steps + 1}",
         "distill.eval_at_start=false", "distill.eval_at_end=false", "distill.checkpoint_every=0",
-        "distill.verifier_workers=1"])
+        "distill.verifier_workers=1", f"cpu_allocator={a.allocator}"])
     history, _, _ = train_distill(cfg, log=lambda *_: None)
     return history
 
@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = every core)")
+    ap.add_argument("--allocator", default="reuse", choices=["reuse", "system"], help="our runs' cpu_allocator "
+                    "(TRL runs first, on glibc's defaults)")
     a = ap.parse_args()
     import torch
 
@@ -100,8 +102,9 @@ def main() -> None:
     student, teacher = resolve(a.student), resolve(a.teacher)  # TRL loads folders, not our names
     rows, _ = make_rows(config.load(Config, overrides=WORD).tasks)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {loss: run_ours(student, teacher, loss, a, os.path.join(tmp, loss)) for loss in ("reverse_kl", "jsd")}
+        # TRL first, on glibc's allocator as its users have it; ours then sets its own (cpu_allocator)
         trl = run_trl(student, teacher, rows, a, os.path.join(tmp, "trl"))
+        runs = {loss: run_ours(student, teacher, loss, a, os.path.join(tmp, loss)) for loss in ("reverse_kl", "jsd")}
     ours = {loss: [h["time/step"] for h in hist] for loss, hist in runs.items()}
     med = {k: statistics.median(v[1:]) for k, v in {**ours, "trl": trl}.items()}
     print(f"\ndistillation of {a.student} from {a.teacher}, {a.steps} steps of {a.prompts} prompts x {a.group} "
@@ -116,6 +119,7 @@ def main() -> None:
         parts = {k: statistics.median(h[f"time/{k}"] for h in hist[1:]) for k in ("rollout", "verify", "update")}
         print(f"ours {loss}: median rollout {parts['rollout']:.2f} s, verify {parts['verify']:.2f} s, update (the "
               f"teacher's scoring included) {parts['update']:.2f} s")
+    print(f"our cpu_allocator: {a.allocator}; TRL's: glibc's defaults (it ran first)")
 
 
 if __name__ == "__main__":

@@ -124,7 +124,7 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
         f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
         f"grpo.eval_every={a.steps + 1}", "eval.size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1",
-        f"grpo.skip_zero_advantage={not a.keep_zero_rows}"])
+        f"grpo.skip_zero_advantage={not a.keep_zero_rows}", f"cpu_allocator={a.allocator}"])
     t0 = time.perf_counter()
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     times = [h["time/step"] for h in history]
@@ -196,6 +196,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = 1 for tiny, every core else)")
     ap.add_argument("--keep-zero-rows", action="store_true", help="our update runs every row, as TRL's does, also "
                     "those whose advantage is zero (grpo.skip_zero_advantage=false): the same gradient, more passes")
+    ap.add_argument("--allocator", default="reuse", choices=["reuse", "system"], help="our run's cpu_allocator "
+                    "(TRL runs first, on glibc's defaults)")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     from bench.machine import describe
@@ -223,8 +225,9 @@ def main() -> None:
         ckpt = model_sources.resolve(a.model)
     train_rows, _ = make_rows(cfg.tasks)
     with tempfile.TemporaryDirectory() as tmp:
-        t_ours, r_ours = run_ours(ckpt, a, os.path.join(tmp, "ours"))
+        # TRL first, on glibc's allocator as its users have it; ours then sets its own (cpu_allocator=reuse)
         t_trl, r_trl = run_trl(ckpt, train_rows, a, os.path.join(tmp, "trl"))
+        t_ours, r_ours = run_ours(ckpt, a, os.path.join(tmp, "ours"))
     mem = json.loads(subprocess.run([sys.executable, __file__, "--memory-child", "--prompts", str(a.prompts),
                                      "--group", str(a.group), "--max-tokens", str(a.max_tokens), "--model", a.model,
                                      "--threads", str(a.threads)],
@@ -244,7 +247,8 @@ def main() -> None:
     split = a.ours_split
     print(f"our steady step: generation {split['time/rollout']:.2f} s, update {split['time/update']:.2f} s; rows of "
           f"zero advantage left out of the update: {split['train/zero_advantage_rows']:.0%} (median; "
-          f"{'kept: --keep-zero-rows' if a.keep_zero_rows else 'grpo.skip_zero_advantage'})")
+          f"{'kept: --keep-zero-rows' if a.keep_zero_rows else 'grpo.skip_zero_advantage'}); our cpu_allocator "
+          f"{a.allocator}, TRL's glibc's defaults")
     print(f"mean reward over the last {k} steps: ours {statistics.mean(r_ours[-k:]):.3f}, "
           f"TRL {statistics.mean(r_trl[-k:]):.3f} (first {k}: ours {statistics.mean(r_ours[:k]):.3f}, "
           f"TRL {statistics.mean(r_trl[:k]):.3f})")

@@ -15,12 +15,11 @@ from ..errors import UserError
 
 
 def set_threads(cfg) -> None:
-    """torch's intra-op threads as the config says (num_threads; 0 = device.resolve_threads)."""
-    import torch
+    """torch's intra-op threads and the C allocator as the config says (num_threads: 0 = device.resolve_threads;
+    cpu_allocator)."""
+    from ..models.device import configure_process
 
-    from ..models.device import resolve_threads
-
-    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    configure_process(cfg)
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:

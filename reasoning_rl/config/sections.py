@@ -269,6 +269,11 @@ class Config:
                                "is refused unless --resume or --overwrite")
     num_threads: int = knob(0, "torch intra-op threads (0 = what measured fastest: 1 for the tiny model, every "
                                      "core this process may use for any other)", min=0)
+    cpu_allocator: Literal["reuse", "system"] = knob(
+        "reuse", "the C allocator under CPU tensors: reuse = freed memory stays in the process for the next step "
+                 "(glibc: no mmap, no trim), which spares each training step its gigabytes of page faults "
+                 "(docs/results.md), and the process keeps its peak memory until it exits; system = glibc's "
+                 "defaults (models/allocator.py)")
     model: ModelConfig = knob(default_factory=ModelConfig, help="the policy model")
     tasks: TaskConfig = knob(default_factory=TaskConfig, help="the task: data source, prompts, reference, reward")
     generation: GenerationConfig = knob(default_factory=GenerationConfig, help="sampling, for every command")

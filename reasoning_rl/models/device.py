@@ -30,6 +30,17 @@ def resolve_threads(num_threads: int, model_name: str) -> int:
     return 1 if model_name == "tiny" else share_of_cores()
 
 
+def configure_process(cfg) -> str:
+    """This process's CPU settings from the config: torch's intra-op threads (num_threads, `resolve_threads`) and the
+    C allocator (cpu_allocator, models/allocator.py). Returns the allocator's line for a log."""
+    import torch
+
+    from .allocator import configure
+
+    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    return configure(cfg.cpu_allocator)
+
+
 def machine_load(load=None) -> tuple[float, int]:
     """(the 1-minute load average, this process's usable cores); `load` replaces the reading (tests). A load above
     the cores means other processes share them."""

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from ..config.sections import Config
 from ..algos.losses import masked_nll
 from .tiny.model import build_tiny
-from .device import resolve_device, resolve_threads
+from .device import configure_process, resolve_device
 from .sources import cache_root
 from ..task.embedded.arithmetic import make_rows, tool_solution, worked_solution
 
@@ -148,7 +148,7 @@ def auto_micro_batch(length: int, vocab: int, budget: int = 2**28) -> int:
 def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
     import torch
 
-    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))  # the cached checkpoint must not depend on which command built it
+    configure_process(cfg)  # threads (the cached checkpoint must not depend on which command built it), allocator
     seed_everything(cfg.seed)
     s = cfg.sft
     params = [p for p in model.parameters() if p.requires_grad]  # with LoRA: the adapters alone

@@ -225,9 +225,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     """DPO as configured (section `dpo`) on `pairs`, or on pairs sampled from the policy and verified by the task's
     outcome when None. backend: `ours` or `trl` (default dpo.backend). The policy is scored greedily on the task's
     held-out rows before and after, and saved to output_dir/dpo_<backend> (rank 0)."""
-    import torch
-
-    from ..models.device import resolve_threads
+    from ..models.device import configure_process
     from ..models.lora import maybe_lora, save_final
     from ..models.load import load_policy, load_tokenizer
     from ..task.task import Task
@@ -241,7 +239,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
                         "dpo.backend=ours, which scores the model's tokens only")
     task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
     task.render(load_tokenizer(cfg))
-    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    configure_process(cfg)  # torch's threads and the C allocator
     ranks = Ranks()
     log = ranks.logger(log)
     model, tok = ranks.main_first(load_policy, cfg)

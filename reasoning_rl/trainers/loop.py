@@ -66,7 +66,7 @@ from ..config.sections import Config, RLConfig
 from ..data.archive import provenance, write_groups
 from ..data.run_dir import mark_report_stale, new_run_dir
 from ..errors import UserError
-from ..models.device import resolve_threads
+from ..models.device import configure_process
 from ..models.load import load_policy, load_tokenizer
 from ..models.lora import maybe_lora, reference_of
 from ..models.sft import seed_everything
@@ -93,13 +93,14 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     check_environment(rl)
     if resume:
         run_checkpoint.check_resume(cfg, algo.name, log, resume_changed)
-    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    allocator = configure_process(cfg)  # torch's threads and the C allocator
     ranks = Ranks()  # under `accelerate launch`: this rank's share of the prompts; rank 0 writes
     if ranks.world > 1 and rl.max_staleness:
         raise UserError(f"{algo.name}.max_staleness={rl.max_staleness}: async rounds run in one process only; "
                          "set it to 0 under a launcher")
     prompts_here = ranks.share(rl.prompts_per_step, f"{algo.name}.prompts_per_step")
     log = ranks.logger(log)
+    log(allocator)
     seed_everything(cfg.seed + ranks.rank)
     task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
     reward = task.reward(rl)

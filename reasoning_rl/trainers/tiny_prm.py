@@ -23,7 +23,7 @@ from typing import Callable
 from verifiers.prm import PRMConfig, PRMVerifier
 
 from ..config.sections import PRMTrainConfig
-from ..models.device import resolve_threads
+from ..models.device import configure_process
 from ..models.load import load_policy
 from ..models.sft import seed_everything
 from ..models.tiny.model import build_tiny_model
@@ -110,7 +110,7 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
 
 
     p = cfg.prm
-    torch.set_num_threads(resolve_threads(cfg.num_threads, cfg.model.name_or_path))
+    configure_process(cfg)  # torch's threads and the C allocator
     seed_everything(cfg.seed)
     if p.init_from_sft:
         policy, tok = load_policy(cfg, log=log)
