@@ -209,7 +209,7 @@ def test_a_minibatch_of_zero_advantage_rows_still_gives_the_optimiser_zero_gradi
     assert algo.passes(learner, batch, idx) == 1
     model.zero_grad(set_to_none=True)
     m = algo.minibatch(learner, batch, idx)
-    assert m["train/zero_advantage_rows"] == 1.0 and "entropy" not in m
+    assert m["train/zero_advantage_rows"] == 1.0 and m["loss/policy"] == 0.0 and "entropy" not in m
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and not g.any() for g in grads)
     model.zero_grad(set_to_none=True)

@@ -42,6 +42,9 @@ def test_sampled_logprobs_and_entropy_equal_autograds_values_and_gradients(monke
     (ref_grad_lp,) = torch.autograd.grad((_reference_logprobs(z64, y, tau)[0] * g_lp.double()).sum(), z64)
     assert none is None
     torch.testing.assert_close(grad_lp.double(), ref_grad_lp, atol=1e-5, rtol=1e-4)
+    (grad_h,) = torch.autograd.grad((sampled_logprobs(z, y, tau, with_entropy=True)[1] * g_h).sum(), z)  # H alone
+    (ref_grad_h,) = torch.autograd.grad((_reference_logprobs(z64, y, tau)[1] * g_h.double()).sum(), z64)
+    torch.testing.assert_close(grad_h.double(), ref_grad_h, atol=1e-5, rtol=1e-4)
 
 
 # (beta, temperature): the forward KL, the mixture, the reverse KL (TRL's beta 0, 0 < beta < 1, 1)

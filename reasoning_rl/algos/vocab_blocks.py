@@ -88,6 +88,8 @@ class _SampledLogprobs(torch.autograd.Function):
     def backward(ctx, g_logp, g_H):
         z, y, lse, H = ctx.saved_tensors
         tau = ctx.tau
+        if g_logp is None:  # only the entropy reached a loss
+            g_logp = torch.zeros_like(lse)
         grad = torch.empty_like(z)
         B, T, V = z.shape
         with_h = ctx.with_entropy and g_H is not None

@@ -224,5 +224,7 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
         for name in metrics:
             if name not in ("loss/policy", "ratio/max"):
                 metrics[name] /= ran
+    if live is not None and not live.any():
+        metrics["loss/policy"] = 0.0  # no row ran: every row's loss is exactly zero
     metrics["train/zero_advantage_rows"] = 0.0 if live is None else 1.0 - live.float().mean().item()
     return metrics
