@@ -12,8 +12,8 @@ to one number a token:
 Written with torch's operators, each of these makes and keeps several (B, T, V) intermediates (the log-softmax, the
 probabilities, their products) and autograd walks each of them back: a dozen passes over memory that does not fit
 in any cache. Here the forward pass works on blocks of about 2 M entries (8 MB, within a server core's L2 + L3
-share), keeps nothing but its input, and the backward pass recomputes the block's softmax and writes the gradient
-once, from its closed form (p the student's probabilities, g_t the incoming gradient):
+share) and keeps only its input and a number or two a token; the backward pass recomputes the block's softmax and
+writes the gradient once, from its closed form (p the student's probabilities):
 
     d log p(y) / dz_v = (1[v = y] - p_v) / tau
     d H / dz_v        = -p_v (log p_v + H) / tau
@@ -24,8 +24,11 @@ once, from its closed form (p the student's probabilities, g_t the incoming grad
 The same values as the operator-by-operator formulas up to float rounding (tests/test_vocab_blocks.py checks values
 and gradients against autograd in float64), at about half their time on a 2-core CPU (measured on E, 32 x 64 x
 49,152: the sampled log-prob with entropy 1.38 -> 0.92 s forward and backward, the JSD at beta 1 2.5 -> 1.1 s; at
-beta 0.5 8.4 -> 3.5 s). No double backward (nothing here needs one). Not here: the logits themselves (a model's
-forward pass, models/logprobs.py), any aggregation over tokens (losses.py).
+beta 0.5 8.4 -> 3.5 s). No double backward (nothing here needs one). On a GPU the blocks are 32 times larger, so a
+long batch is tens of launches; that path has not run on a device here.
+
+Not here: the logits themselves (a model's forward pass, models/logprobs.py), any aggregation over tokens
+(losses.py).
 """
 from __future__ import annotations
 
@@ -36,13 +39,14 @@ import torch
 
 __all__ = ["sampled_logprobs", "generalized_jsd_from_logits"]
 
-BLOCK = 1 << 21  # entries of (B, T, V) a block holds: 8 MB of float32
+BLOCK = 1 << 21  # entries of (B, T, V) a block holds on a CPU: 8 MB of float32
+BLOCK_ACCELERATOR = 1 << 26  # on a GPU: 256 MB, so that a long batch is tens of blocks, not thousands of launches
 
 
-def _blocks(B: int, T: int, V: int) -> Iterator[tuple[slice, slice]]:
-    """(rows, positions) slices that tile (B, T): whole rows together while a row fits BLOCK, else a row's
-    positions in runs of BLOCK // V."""
-    budget = BLOCK
+def _blocks(B: int, T: int, V: int, device: torch.device) -> Iterator[tuple[slice, slice]]:
+    """(rows, positions) slices that tile (B, T): whole rows together while a row fits the device's block, else a
+    row's positions in runs of block // V."""
+    budget = BLOCK if device.type == "cpu" else BLOCK_ACCELERATOR
     if T * V <= budget:
         nb = max(1, budget // max(1, T * V))
         for b in range(0, B, nb):
@@ -67,7 +71,7 @@ class _SampledLogprobs(torch.autograd.Function):
         lse = torch.empty(B, T, device=z.device)
         logp = torch.empty(B, T, device=z.device)
         H = torch.empty(B, T, device=z.device) if with_entropy else torch.empty(0, device=z.device)
-        for rows, pos in _blocks(B, T, V):
+        for rows, pos in _blocks(B, T, V, z.device):
             zc = _scaled(z[rows, pos], tau)
             m = zc.amax(-1, keepdim=True)
             e = torch.exp(zc - m)  # the block's one exponential
@@ -93,7 +97,7 @@ class _SampledLogprobs(torch.autograd.Function):
         grad = torch.empty_like(z)
         B, T, V = z.shape
         with_h = ctx.with_entropy and g_H is not None
-        for rows, pos in _blocks(B, T, V):
+        for rows, pos in _blocks(B, T, V, z.device):
             log_p = _scaled(z[rows, pos], tau) - lse[rows, pos].unsqueeze(-1)  # (b, t, V) log-softmax
             g = g_logp[rows, pos].unsqueeze(-1)
             coef = -g if not with_h else -g - g_H[rows, pos].unsqueeze(-1) * (log_p + H[rows, pos].unsqueeze(-1))
@@ -150,7 +154,7 @@ class _JSD(torch.autograd.Function):
     def forward(ctx, zs, zt, beta, tau):
         B, T, V = zs.shape
         d = torch.empty(B, T, device=zs.device)
-        for rows, pos in _blocks(B, T, V):
+        for rows, pos in _blocks(B, T, V, zs.device):
             d[rows, pos] = _jsd_value(*_log_softmaxes(zs[rows, pos], zt[rows, pos], tau), beta)
         ctx.save_for_backward(zs, zt)
         ctx.beta, ctx.tau = beta, tau
@@ -162,7 +166,7 @@ class _JSD(torch.autograd.Function):
         zs, zt = ctx.saved_tensors
         grad = torch.empty_like(zs)
         B, T, V = zs.shape
-        for rows, pos in _blocks(B, T, V):
+        for rows, pos in _blocks(B, T, V, zs.device):
             g = _jsd_grad(*_log_softmaxes(zs[rows, pos], zt[rows, pos], ctx.tau), ctx.beta, ctx.tau)
             grad[rows, pos] = g.mul_(g_d[rows, pos].unsqueeze(-1))
         return grad, None, None, None
