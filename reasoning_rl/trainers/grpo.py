@@ -62,7 +62,8 @@ class GRPO:
     def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
         metrics = update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
                                    batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
-        if metrics["train/zero_advantage_rows"] == 1.0:  # no row ran: one zero pass, so the gradients are zeros (the
+        live = live_rows(batch.A[idx], learner.rl, self.ent.coef)
+        if live is not None and not live.any():  # no row ran: one zero pass, so the gradients are zeros (the
             self.touch(learner)  # optimiser steps as on the rows' zero gradient) and DDP's all-reduce still meets
         return metrics
 
