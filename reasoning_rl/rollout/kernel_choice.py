@@ -61,8 +61,8 @@ NOISE = 0.5  # a combination whose rounds differ by more than this share of the 
 METHOD = 5  # part of the cache key: 5 buffers the buffer's cache before the clock (4 copied it in on the clock, in
 #             the first timed step: 1.00 of eager where a rollout gains 6%); 4 adds the KV buffer and times the
 #             winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT cached
-#             positions (2 after an 8-token prompt, whose
-#             attention was too short for the decode attention's gain to show; 1 timed only all the winners)
+#             positions (2 after an 8-token prompt, whose attention was too short for the decode attention's gain
+#             to show; 1 timed only all the winners)
 N_KERNELS = len(Kernels._fields)
 EAGER = Kernels(*(False,) * N_KERNELS)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=N_KERNELS))  # every combination
@@ -90,11 +90,10 @@ class Chosen:
 
     def describe(self) -> str:
         """One log line: the choice, and each combination's time against eager's."""
-        name = name_of
         eager = self.timings.get(EAGER)
-        parts = [f"{name(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
+        parts = [f"{name_of(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
             if eager else []
-        return (f"cpu decode kernels (auto): {name(self.kernels)}, measured on this machine at {self.rows} rows "
+        return (f"cpu decode kernels (auto): {name_of(self.kernels)}, measured on this machine at {self.rows} rows "
                 f"({'from the cache' if self.cached else 'just now'}); time vs eager: {', '.join(parts)}"
                 + (f"; {self.busy}" if self.busy else ""))
 

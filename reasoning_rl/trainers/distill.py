@@ -161,10 +161,10 @@ class Distill(GRPO):
             return super().minibatch(learner, batch, idx)
         return dense_minibatch(learner, self.teacher, batch, idx)
 
-    def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
+    def live(self, learner: Learner, batch: GRPOBatch, idx):
         if learner.rl.loss == "reverse_kl":  # GRPO's update: its rows of zero advantage are left out
-            return super().passes(learner, batch, idx)
-        return len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts)))
+            return super().live(learner, batch, idx)
+        return None  # the dense losses' divergence reaches every row
 
 
 def train_distill(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+import torch
+
 from ..config.sections import Config
 from ..algos.losses import entropy_coef_update
 from ..types import Group
@@ -62,13 +64,17 @@ class GRPO:
     def minibatch(self, learner: Learner, batch: GRPOBatch, idx) -> dict[str, float]:
         metrics = update_minibatch(learner.policy.wrapped, learner.ref, learner.ranks, learner.rl, learner.generation,
                                    batch, idx, entropy_coef=self.ent.coef, share_prompts=learner.share_prompts)
-        live = live_rows(batch.A[idx], learner.rl, self.ent.coef)
+        live = self.live(learner, batch, idx)
         if live is not None and not live.any():  # no row ran: one zero pass, so the gradients are zeros (the
             self.touch(learner)  # optimiser steps as on the rows' zero gradient) and DDP's all-reduce still meets
         return metrics
 
+    def live(self, learner: Learner, batch: GRPOBatch, idx) -> torch.Tensor | None:
+        """The minibatch's rows the update runs, (n,) bool, or None for all of them (grpo_batch.live_rows)."""
+        return live_rows(batch.A[idx], learner.rl, self.ent.coef)
+
     def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
-        live = live_rows(batch.A[idx], learner.rl, self.ent.coef)
+        live = self.live(learner, batch, idx)
         return max(1, len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts,
                                              live))))  # at least the zero pass of a minibatch with no live row
 
