@@ -120,3 +120,26 @@ def test_leaving_out_zero_advantage_rows_trains_the_same_weights(tmp_path):
     assert [h["completions/mean_length"] for h in h_skip] == [h["completions/mean_length"] for h in h_all]
     moved = max((a - b).abs().max().item() for a, b in zip(w_all, w_skip))
     assert moved < 1e-5, moved
+
+
+@pytest.mark.timeout(300)
+def test_a_tokenizer_without_a_bos_token_trains_through_a_minibatch_of_zero_advantage_rows(tmp_path):
+    """A Hugging Face model whose tokenizer has no BOS token (a byte-level BPE one, as GPT-2's and many users'):
+    the untrained model fails every GSM8K row, so every group is uniform and the minibatch runs only the zero pass
+    that keeps AdamW (and DDP) in step. That pass once fed the BOS id, None here, and the run died (CI, stop 58)."""
+    from transformers import AutoTokenizer
+
+    from .helpers.hf_model import build_hf_model, gsm8k_rows, write_jsonl
+
+    rows = gsm8k_rows(12)
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", rows)
+    model = build_hf_model(tmp_path / "model", [r["question"] + "\n" + r["answer"] for r in rows], vocab_size=300)
+    assert AutoTokenizer.from_pretrained(model).bos_token_id is None
+    cfg = config.load(Config, overrides=[
+        f"output_dir={tmp_path / 'run'}", f"model.name_or_path={model}", f"tasks.source={data}", "tasks.preset=gsm8k",
+        "grpo.steps=1", "grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.filter_mixed=false",
+        "grpo.eval_every=0", "grpo.eval_at_start=false", "grpo.eval_at_end=false", "grpo.verifier_workers=1",
+        "generation.max_tokens=8", "num_threads=1"])
+    history, _, _ = train_grpo(cfg, log=lambda *_: None)
+    assert history[0]["reward/mean"] == 0.0 and history[0]["train/zero_advantage_rows"] == 1.0
+    assert history[0]["loss/policy"] == 0.0

@@ -11,7 +11,7 @@ nothing to do still owes the others.
     ranks.full_weights(*models)     FSDP2: whole weights within the block, forwards without collectives
     ranks.even_passes(planned, touch)   FSDP2: every rank's training passes in step (padded with zero-loss ones)
     ranks.gather(items)             every rank's items, in rank order, on every rank
-    zero_loss(module, bos_id)       a zero-loss backward (a rank with no rows this minibatch)
+    zero_loss(module)               a zero-loss backward (a rank with no rows this minibatch)
 
 Under `accelerate launch` (or torchrun) each rank samples and verifies its own share of the prompts, every rank
 sees every rank's verified groups (gathered, for metrics, the ledger and the archive, which rank 0 alone writes),
@@ -165,13 +165,14 @@ def grad_norm(norm) -> float:
     return float(full() if full is not None else norm)
 
 
-def zero_loss(module, bos_id: int, ref=None, critic=None) -> None:
+def zero_loss(module, ref=None, critic=None) -> None:
     """Backpropagate a zero loss through `module` (a rank with no rows this minibatch): DDP's all-reduce still
     meets the other ranks', and adds nothing to their gradients. Under FSDP2 every forward and backward is a
     collective, so this pass runs what a training pass runs, in its order: the policy's forward, then the forward of
     `ref` (a reference each pass scores whose forward is a collective, `Ranks.in_step`) and of `critic` (PPO's,
-    taking prompt ids, mask, completion ids, mask), then the policy's backward and the critic's."""
-    one = torch.tensor([[bos_id]], device=next(module.parameters()).device)
+    taking prompt ids, mask, completion ids, mask), then the policy's backward and the critic's. The one token it
+    feeds is id 0, which every vocabulary has (a tokenizer may have no BOS token: GPT-2 style ones, or a user's)."""
+    one = torch.zeros((1, 1), dtype=torch.long, device=next(module.parameters()).device)
     out = module(input_ids=one).logits
     if ref is not None:
         ref(input_ids=one)

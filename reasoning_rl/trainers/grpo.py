@@ -79,7 +79,7 @@ class GRPO:
                                              live))))  # at least the zero pass of a minibatch with no live row
 
     def touch(self, learner: Learner) -> None:  # each pass scores the reference too: a LoRA one's is a collective
-        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id, ref=learner.ranks.in_step(learner.ref))
+        zero_loss(learner.policy.wrapped, ref=learner.ranks.in_step(learner.ref))
 
     def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
         rl = learner.rl

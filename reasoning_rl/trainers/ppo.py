@@ -184,7 +184,7 @@ class PPO:
         return -(-len(idx) // (p.micro_batch_size or p.minibatch_size))
 
     def touch(self, learner: Learner) -> None:
-        zero_loss(learner.policy.wrapped, learner.tok.bos_token_id, critic=self.critic_t)  # _micro's order
+        zero_loss(learner.policy.wrapped, critic=self.critic_t)  # _micro's order
 
     def after_update(self, learner: Learner, metrics: dict[str, float]) -> dict[str, float]:
         if learner.rl.adaptive_kl and "kl" in metrics:

@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     def touch() -> None:
         touched.append(1)
-        zero_loss(model, tok.bos_token_id, ref=ranks.in_step(ref))
+        zero_loss(model, ref=ranks.in_step(ref))
 
     with ranks.even_passes(len(plan), touch):  # rank 1 plans 2 passes, rank 0 3: rank 1 adds a zero-loss one
         for part, w in plan:
