@@ -1,12 +1,12 @@
 """Our distillation step against TRL's `DistillationTrainer` (use_vllm=False), side by side in one run.
 
-Both train the same student from the same checkpoint against the same teacher on the same prompts: B prompts, each
-G times in a step (TRL's batch holds each prompt G times: it samples one completion a row), completions of at most
-the same length at the same temperature, full fine-tuning at the same learning rate, the same torch threads. TRL's
-loss is the generalized JSD over the whole vocabulary (its `beta`, 1 = reverse KL); ours is timed twice: with the
-same loss (`distill.loss=jsd`) and with our default, the sampled tokens' reverse-KL advantage
-(`distill.loss=reverse_kl`, one teacher log-prob a token). Printed: seconds per step (median over the steps after
-the first), the ratios, and where it ran.
+Both train the same student from the same checkpoint against the same teacher on the same prompts: B prompts, each G
+times in a step (TRL's batch holds each prompt G times: it samples one completion a row), completions of at most the
+same length at the same temperature, full fine-tuning at the same learning rate, the same torch threads, no
+activation checkpointing (TRL's default is on: --trl-checkpointing times it so). TRL's loss is the generalized JSD
+over the whole vocabulary (its `beta`, 1 = reverse KL); ours is timed twice: with the same loss (`distill.loss=jsd`)
+and with our default, the sampled tokens' reverse-KL advantage (`distill.loss=reverse_kl`, one teacher log-prob a
+token). Printed: seconds per step (median over the steps after the first), the ratios, and where it ran.
 
     .venv/bin/python bench/distill_vs_trl.py --teacher runs/teacher/final [--steps 5] [--prompts 4] [--group 8]
     .venv/bin/python bench/distill_vs_trl.py --steps 4     # the base model as its own teacher: the same arithmetic
@@ -27,7 +27,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from grpo_vs_trl import INSTRUCTION, WORD, step_clock  # noqa: E402 - the same prompts and clock as the GRPO bench
+from grpo_vs_trl import INSTRUCTION, WORD, add_trl_checkpointing, step_clock  # noqa: E402 - as the GRPO bench
 
 
 def run_trl(student: str, teacher: str, rows: list[dict], a, out: str) -> list[float]:
@@ -46,7 +46,8 @@ def run_trl(student: str, teacher: str, rows: list[dict], a, out: str) -> list[f
                               gradient_accumulation_steps=1, max_steps=a.steps, max_completion_length=a.max_tokens,
                               learning_rate=a.lr, lr_scheduler_type="constant", warmup_steps=0, temperature=1.0,
                               top_p=1.0, beta=1.0, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True,
-                              bf16=False, seed=a.seed, weight_decay=0.0, max_grad_norm=1.0, shuffle_dataset=False)
+                              bf16=False, seed=a.seed, weight_decay=0.0, max_grad_norm=1.0, shuffle_dataset=False,
+                              gradient_checkpointing=a.trl_checkpointing)
     trainer = DistillationTrainer(model=student, teacher_model=teacher, args=args, train_dataset=ds,
                                   processing_class=tok, callbacks=[clock])
     trainer.train()
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = every core)")
     ap.add_argument("--allocator", default="reuse", choices=["reuse", "system"], help="our runs' cpu_allocator "
                     "(TRL runs first, on glibc's defaults)")
+    add_trl_checkpointing(ap)
     a = ap.parse_args()
     import torch
 
@@ -108,7 +110,8 @@ def main() -> None:
     ours = {loss: [h["time/step"] for h in hist] for loss, hist in runs.items()}
     med = {k: statistics.median(v[1:]) for k, v in {**ours, "trl": trl}.items()}
     print(f"\ndistillation of {a.student} from {a.teacher}, {a.steps} steps of {a.prompts} prompts x {a.group} "
-          f"samples, <= {a.max_tokens} tokens, {a.threads} threads each")
+          f"samples, <= {a.max_tokens} tokens, {a.threads} threads each; TRL's activation checkpointing "
+          f"{'on (its default)' if a.trl_checkpointing else 'off, as ours'}")
     print(f"{'step':>4} {'ours reverse_kl s':>18} {'ours jsd s':>11} {'trl s':>8}")
     for i in range(a.steps):
         print(f"{i + 1:>4} {ours['reverse_kl'][i]:>18.2f} {ours['jsd'][i]:>11.2f} {trl[i]:>8.2f}")

@@ -1,11 +1,11 @@
 """Our GRPO trainer against TRL's `GRPOTrainer` (use_vllm=False), side by side in one run.
 
-Both start from the same checkpoint and train on the same prompts, with the same reward (the
-`math` verifier: 1 for a correct final answer), group size, prompts per step, completion
-length, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one iteration) and number of
-steps, with the same torch threads. Printed: seconds per step for each (median over the steps
-after the first), their ratio, both reward curves, and the peak memory of one of our training
-steps against the model + optimiser + activations estimate.
+Both start from the same checkpoint and train on the same prompts, with the same reward (the `math` verifier: 1 for a
+correct final answer), group size, prompts per step, completion length, learning rate, loss (`dapo`, clip 0.2 / 0.28,
+beta 0, one iteration) and number of steps, with the same torch threads, and neither recomputing activations in the
+backward pass (TRL's configs turn gradient_checkpointing on by default; --trl-checkpointing times TRL so). Printed:
+seconds per step for each (median over the steps after the first), their ratio, both reward curves, and the peak
+memory of one of our training steps against the model + optimiser + activations estimate.
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8] [--seed 0]
     .venv/bin/python bench/grpo_vs_trl.py --model smollm2-135m-instruct --steps 4 --prompts 2 --group 4 \
@@ -77,8 +77,16 @@ def step_clock():
     return times, Clock()
 
 
+def add_trl_checkpointing(ap: argparse.ArgumentParser) -> None:
+    """--trl-checkpointing: TRL's own default. Left out, TRL runs the same arithmetic as ours."""
+    ap.add_argument("--trl-checkpointing", action="store_true", help="TRL recomputes activations in the backward "
+                    "pass (gradient_checkpointing, on by default in TRL's configs); without this flag it is off, as "
+                    "ours is (model.gradient_checkpointing=false), so both run the same arithmetic")
+
+
 def trl_args(a, out: str, **extra):
-    """TRL's GRPOConfig with the knobs both trainers share (COMMON, the batch, the loss, the optimiser)."""
+    """TRL's GRPOConfig with the knobs both trainers share (COMMON, the batch, the loss, the optimiser, activation
+    checkpointing: --trl-checkpointing)."""
     from trl import GRPOConfig
 
     return GRPOConfig(output_dir=out, per_device_train_batch_size=a.prompts * a.group, num_generations=a.group,
@@ -88,7 +96,7 @@ def trl_args(a, out: str, **extra):
                       epsilon_high=COMMON["eps_high"], temperature=COMMON["temperature"], top_p=1.0,
                       scale_rewards="group", num_iterations=1, logging_steps=1, save_strategy="no", report_to="none",
                       use_cpu=True, bf16=False, seed=a.seed, adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
-                      shuffle_dataset=True, **extra)
+                      shuffle_dataset=True, gradient_checkpointing=a.trl_checkpointing, **extra)
 
 
 def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list[float]]:
@@ -198,6 +206,7 @@ def main() -> None:
                     "those whose advantage is zero (grpo.skip_zero_advantage=false): the same gradient, more passes")
     ap.add_argument("--allocator", default="reuse", choices=["reuse", "system"], help="our run's cpu_allocator "
                     "(TRL runs first, on glibc's defaults)")
+    add_trl_checkpointing(ap)
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     from bench.machine import describe
@@ -248,7 +257,8 @@ def main() -> None:
     print(f"our steady step: generation {split['time/rollout']:.2f} s, update {split['time/update']:.2f} s; rows of "
           f"zero advantage left out of the update: {split['train/zero_advantage_rows']:.0%} (median; "
           f"{'kept: --keep-zero-rows' if a.keep_zero_rows else 'grpo.skip_zero_advantage'}); our cpu_allocator "
-          f"{a.allocator}, TRL's glibc's defaults")
+          f"{a.allocator}, TRL's glibc's defaults; TRL's activation checkpointing "
+          f"{'on (its default)' if a.trl_checkpointing else 'off, as ours'}")
     print(f"mean reward over the last {k} steps: ours {statistics.mean(r_ours[-k:]):.3f}, "
           f"TRL {statistics.mean(r_trl[-k:]):.3f} (first {k}: ours {statistics.mean(r_ours[:k]):.3f}, "
           f"TRL {statistics.mean(r_trl[:k]):.3f})")

@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from grpo_vs_trl import WORD, math_reward_for, step_clock, trl_args  # noqa: E402  shared with that bench
+from grpo_vs_trl import WORD, add_trl_checkpointing, math_reward_for, step_clock, trl_args  # noqa: E402  shared
 
 INSTRUCTION = "You can run Python with the python tool. Put the final answer in \\boxed{}."
 
@@ -150,6 +150,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads of each (0 = every core)")
+    add_trl_checkpointing(ap)
     ap.add_argument("--cold-start", type=int, default=0, metavar="STEPS",
                     help="first cold-start the model on tool traces in the template's call form for STEPS SFT steps "
                          "of 8 (both trainers then start from it and make tool calls); 0 = the base model")
