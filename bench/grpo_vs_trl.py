@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -162,6 +161,8 @@ def measure_memory(a) -> None:
     import transformers.models.llama.modeling_llama  # noqa: F401  (imports are not the step's memory)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
 
+    from bench.machine import peak_rss_mib
+
     torch.set_num_threads(a.threads)
     cfg = config.load(Config, overrides=[f"model.name_or_path={a.model}"])
     if a.model == "tiny":
@@ -179,7 +180,7 @@ def measure_memory(a) -> None:
     out = ppo_clip(logp, logp.detach(), torch.randn(n), ones, eps_low=0.2, eps_high=0.28, agg="token_mean", max_len=T)
     out.loss.backward()
     opt.step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    peak = peak_rss_mib() - base
     c = model.config
     params = sum(p.numel() for p in model.parameters())
     L, H, I, V, heads = c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size, c.num_attention_heads

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ def child(a) -> None:
     from reasoning_rl.models.lora import maybe_lora
     from reasoning_rl.algos.losses import ppo_clip
     from reasoning_rl.models.load import load_policy
+    from bench.machine import peak_rss_mib
 
     cfg = config.load(Config, None, ["model.name_or_path=smollm2-135m-instruct", f"model.dtype={a.dtype}",
                                      f"model.gradient_checkpointing={a.ckpt}", f"model.lora.r={a.lora}",
@@ -45,7 +45,7 @@ def child(a) -> None:
     model, tok = load_policy(cfg, log=lambda *_: None)
     model = maybe_lora(model, cfg)
     model.train()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = peak_rss_mib()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
     B, P, T = a.batch, a.prompt, a.completion
@@ -59,7 +59,7 @@ def child(a) -> None:
     loss.backward()
     opt.step()
     seconds = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
+    peak = peak_rss_mib() - base
     c = model.config
     L, H, I, V = c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size
     width = 2 if a.dtype == "bfloat16" else 4

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -53,6 +52,7 @@ def child(a) -> None:
     import torch
 
     from reasoning_rl.trainers.distributed import Ranks
+    from bench.machine import peak_rss_mib
 
     torch.set_num_threads(1)
     ranks = Ranks()
@@ -72,7 +72,7 @@ def child(a) -> None:
     held = {"params": sum(local(p) for p in model.parameters()),
             "grads": sum(local(p.grad) for p in model.parameters() if p.grad is not None),
             "optim": sum(local(v) for s in opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim()),
-            "step_s": times[-1], "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "step_s": times[-1], "peak_rss_mib": peak_rss_mib()}
     every = ranks.gather([held])
     if ranks.main:
         print("REPORT " + json.dumps({"params": params, "world": ranks.world, "sharded": ranks.sharded,
