@@ -35,16 +35,10 @@ from typing import Callable
 import torch
 
 from ..registry import Registry
-from .vocab_blocks import generalized_jsd_from_logits
+from .vocab_blocks import generalized_jsd_from_logits, log_probs_at
 
 __all__ = ["reverse_kl_advantage", "DivergenceOptions", "DIVERGENCES", "generalized_jsd", "topk_forward_kl",
            "log_probs_at"]
-
-
-def log_probs_at(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log_softmax(logits / tau) in float32. (..., V) -> (..., V)"""
-    logits = logits.float()
-    return torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
 
 
 def reverse_kl_advantage(logp_student: torch.Tensor, logp_teacher: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

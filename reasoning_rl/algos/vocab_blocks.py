@@ -37,7 +37,7 @@ from typing import Iterator
 
 import torch
 
-__all__ = ["sampled_logprobs", "generalized_jsd_from_logits"]
+__all__ = ["sampled_logprobs", "generalized_jsd_from_logits", "log_probs_at"]
 
 BLOCK = 1 << 21  # entries of (B, T, V) a block holds on a CPU: 8 MB of float32
 BLOCK_ACCELERATOR = 1 << 26  # on a GPU: 256 MB, so that a long batch is tens of blocks, not thousands of launches
@@ -121,9 +121,15 @@ def sampled_logprobs(z: torch.Tensor, y: torch.Tensor, temperature: float = 1.0,
     return logp, (H if with_entropy else None)
 
 
+def log_probs_at(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log_softmax(logits / tau) in float32, all at once (a block's, or the definitions' in algos/distill.py).
+    (..., V) -> (..., V)"""
+    return torch.log_softmax(_scaled(logits, temperature), -1)
+
+
 def _log_softmaxes(zs: torch.Tensor, zt: torch.Tensor, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One block's student and teacher log-probabilities at temperature tau, float32 (b, t, V) each."""
-    return torch.log_softmax(_scaled(zs, tau), -1), torch.log_softmax(_scaled(zt, tau), -1)
+    return log_probs_at(zs, tau), log_probs_at(zt, tau)
 
 
 def _jsd_value(ls: torch.Tensor, lt: torch.Tensor, beta: float) -> torch.Tensor:
