@@ -10,7 +10,8 @@ The same model (SmolLM2-135M-Instruct, every core for each), whose chat template
 ships (TRL accepts tools only with a template it can parse tool calls from; ours reads the same `<tool_call>` JSON),
 the same prompts (word problems, task/embedded/word_problems.py, with an instruction naming the tool), the same reward (the
 `math` verifier), group size, prompts per step, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one
-iteration) and tool-call limit. The tool runs on our sandbox in both (for TRL, a function that runs the code in a
+iteration) and tool-call limit, neither recomputing activations in the backward pass (TRL's default does:
+--trl-checkpointing). The tool runs on our sandbox in both (for TRL, a function that runs the code in a
 fresh sandboxed interpreter). Both render the tool's schema into the prompt through the template. Limits per
 turn: TRL's `max_completion_length` and our `generation.max_tokens` are `--max-tokens`; ours also bounds the
 whole episode (`grpo.max_episode_tokens`, `--max-tokens` x (turns + 1)).
