@@ -30,7 +30,8 @@ def describe() -> str:
 def peak_rss_mib() -> float:
     """This process's own peak resident memory in MiB since it started its program (VmHWM of /proc/self/status).
     Not `getrusage(...).ru_maxrss`: Linux carries the peak of the process that forked it over fork and exec, so a
-    child a bench starts after training in its own process reported the parent's peak (13.8 GB for a step of 8)."""
+    child a bench starts after training in its own process reported the parent's peak (13.8 GB for a step whose own
+    peak is 7.8 GB)."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
