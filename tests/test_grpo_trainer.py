@@ -124,7 +124,7 @@ def test_leaving_out_zero_advantage_rows_trains_the_same_weights(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_a_tokenizer_without_a_bos_token_trains_through_a_minibatch_of_zero_advantage_rows(tmp_path):
-    """A Hugging Face model whose tokenizer has no BOS token (a byte-level BPE one, as GPT-2's and many users'):
+    """A Hugging Face model whose tokenizer has no BOS token (a byte-level BPE one, as Qwen2's tokenizers are):
     the untrained model fails every GSM8K row, so every group is uniform and the minibatch runs only the zero pass
     that keeps AdamW (and DDP) in step. That pass once fed the BOS id, None here, and the run died (CI, stop 58)."""
     from transformers import AutoTokenizer

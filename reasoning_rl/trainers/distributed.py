@@ -171,7 +171,7 @@ def zero_loss(module, ref=None, critic=None) -> None:
     collective, so this pass runs what a training pass runs, in its order: the policy's forward, then the forward of
     `ref` (a reference each pass scores whose forward is a collective, `Ranks.in_step`) and of `critic` (PPO's,
     taking prompt ids, mask, completion ids, mask), then the policy's backward and the critic's. The one token it
-    feeds is id 0, which every vocabulary has (a tokenizer may have no BOS token: GPT-2 style ones, or a user's)."""
+    feeds is id 0, which every vocabulary has (a tokenizer may have no BOS token: Qwen2's have none)."""
     one = torch.zeros((1, 1), dtype=torch.long, device=next(module.parameters()).device)
     out = module(input_ids=one).logits
     if ref is not None:
