@@ -143,3 +143,33 @@ def test_a_tokenizer_without_a_bos_token_trains_through_a_minibatch_of_zero_adva
     history, _, _ = train_grpo(cfg, log=lambda *_: None)
     assert history[0]["reward/mean"] == 0.0 and history[0]["train/zero_advantage_rows"] == 1.0
     assert history[0]["loss/policy"] == 0.0
+
+
+def test_the_trainers_adamw_is_fused_where_it_can_be_and_steps_as_the_default_loop():
+    """trainers.algorithm.adamw: PyTorch's fused AdamW for plain float32 parameters (one kernel over every tensor),
+    the default loop for other dtypes; five steps on the same gradients land where the default loop's do (float
+    rounding), warm-up included."""
+    import torch
+
+    from reasoning_rl.trainers.algorithm import adamw
+
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 3)) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    start = nets[0][0].weight.detach().clone()
+    opt, sched = adamw(nets[0], lr=1e-2, warmup_steps=3)
+    assert opt.param_groups[0]["fused"] is True
+    ref = torch.optim.AdamW(nets[1].parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.0, foreach=False)
+    ref_sched = torch.optim.lr_scheduler.LambdaLR(ref, lambda s: min(1.0, (s + 1) / 3))
+    for _ in range(5):
+        x = torch.randn(4, 6)
+        for net, o, s in ((nets[0], opt, sched), (nets[1], ref, ref_sched)):
+            o.zero_grad()
+            net(x).square().sum().backward()
+            o.step()
+            s.step()
+    for a, b in zip(nets[0].parameters(), nets[1].parameters()):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)
+    assert (nets[0][0].weight - start).abs().max() > 1e-3  # five steps of lr 1e-2 moved it
+    double = torch.nn.Linear(3, 2).double()
+    assert not adamw(double, lr=1e-3, warmup_steps=0)[0].param_groups[0]["fused"]
