@@ -1,8 +1,10 @@
 """Two processes under `accelerate launch` (CPU, gloo) give the same GRPO loss and gradients as one
 process accumulating the same whole-group micro-batches."""
+import hashlib
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -174,17 +176,7 @@ def _free_port() -> int:
 
 def two_nodes(module_args: list[str], env: dict, timeout: int = 500) -> list[subprocess.CompletedProcess]:
     """Two `torchrun` launchers as two nodes of one process each, meeting at a loopback rendezvous (c10d), as two
-    machines would over their network; returns both launchers' results. Launched once more, from the start, when a
-    launcher failed on the rendezvous's own connection (torchrun's agents race to close the store one of them
-    hosts: seen once on a 2-core machine, after both ranks had written their results); every assertion then reads
-    the second launch's results."""
-    runs = _two_nodes_once(module_args, env, timeout)
-    if any(r.returncode != 0 and "RendezvousConnectionError" in r.stderr for r in runs):
-        runs = _two_nodes_once(module_args, env, timeout)
-    return runs
-
-
-def _two_nodes_once(module_args: list[str], env: dict, timeout: int) -> list[subprocess.CompletedProcess]:
+    machines would over their network; returns both launchers' results."""
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     port, rid = _free_port(), f"rrl-{_free_port()}"
     procs = [subprocess.Popen([torchrun, "--nnodes", "2", "--node-rank", str(r), "--nproc-per-node", "1",
@@ -384,7 +376,7 @@ def test_the_what_fits_where_table_is_the_formula():
 def test_a_launched_rank_destroys_its_process_group_before_the_interpreter_ends():
     """Each rank's gloo group is destroyed by an exit hook while the interpreter is whole: left alive, its threads
     are torn down with the interpreter and, now and then, abort a finished rank (SIGABRT, "terminate called
-    without an active exception"), which fails the launch. Two CI runs of the FSDP2 tests ended so."""
+    without an active exception"), which fails the launch. Three CI runs of the FSDP2 tests ended so."""
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "tests.helpers.ranks_exit"],
                        cwd=ROOT, env=run_env(OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240)
@@ -392,3 +384,26 @@ def test_a_launched_rank_destroys_its_process_group_before_the_interpreter_ends(
     for rank in (0, 1):
         assert f"rank {rank} of 2 gathered [0, 1]" in r.stdout, r.stdout
         assert f"rank {rank} group alive at exit: False" in r.stdout, r.stdout
+
+
+def test_the_exit_hooks_wait_sees_a_running_thread_and_returns_once_it_sleeps():
+    """`let_threads_settle`, the wait `release_process_group` makes for gloo's worker threads at exit: while another
+    thread of the process runs (hashing, the GIL free, as a gloo worker runs its collective) it does not call the
+    process quiet; once that thread has ended it does."""
+    from reasoning_rl.trainers.distributed import let_threads_settle
+
+    stop = threading.Event()
+
+    def busy() -> None:
+        block = bytes(32 << 20)
+        while not stop.is_set():
+            hashlib.sha256(block).digest()  # releases the GIL: this thread is running, not waiting
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        assert let_threads_settle(quiet_s=0.05, limit_s=0.5) is False
+    finally:
+        stop.set()
+        t.join()
+    assert let_threads_settle(quiet_s=0.05, limit_s=30) is True

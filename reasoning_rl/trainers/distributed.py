@@ -24,6 +24,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import threading
+import time
 from typing import Callable, Iterator
 
 import torch
@@ -149,14 +151,52 @@ class Ranks:
 
 
 def release_process_group() -> None:
-    """Destroy the default process group while the interpreter is whole (`Ranks` registers this at exit).
+    """Destroy the default process group, then wait until gloo's worker threads are done with their last work, while
+    the interpreter is whole (`Ranks` registers this at exit).
 
-    A process that exits with its gloo group alive leaves the group's worker threads holding work objects whose
-    tensors the interpreter's teardown then frees: now and then (two CI runs of FSDP2 on a 2-core machine) the
-    process dies on SIGABRT, "terminate called without an active exception", after its work is done, and the
-    launcher reports the whole job failed. Destroying the group first joins those threads. Idempotent."""
+    A gloo worker thread drops its reference to a collective's work object after the rank waiting on it has moved on;
+    when that was the last reference to a tensor whose Python object Python had already let go of, dropping it takes
+    the GIL. If the interpreter has begun its teardown by then, the thread is made to exit inside a destructor that
+    may not throw, and the process dies on SIGABRT, "terminate called without an active exception", after its work
+    is done (a core dump on a 2-core machine showed that stack, about one launch in ten); the launcher then reports
+    the job failed and the other node's launcher waits out its exit barrier. Destroying the group does not join
+    those threads (gloo's group keeps them until its last reference dies, and meshes hold it), so this hook then
+    lets them settle (`let_threads_settle`: at most 2 s, 0.1 s when they are idle). Idempotent."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+        let_threads_settle()
+
+
+def let_threads_settle(quiet_s: float = 0.1, limit_s: float = 2.0, look_s: float = 0.005) -> bool:
+    """Sleep, the GIL free, until every other thread of this process has been seen asleep for `quiet_s` in a row
+    (Linux's /proc, a look every `look_s`); True when that happened within `limit_s`, False otherwise (and where
+    there is no /proc, after sleeping `quiet_s`). A thread waiting for the GIL looks asleep while this one holds it
+    for a look, so one quiet look proves nothing: the quiet span gives such a thread many GIL-free windows to run."""
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        time.sleep(quiet_s)
+        return False
+    me, now = str(threading.get_native_id()), time.monotonic()
+    end, quiet_since = now + limit_s, now
+    while time.monotonic() < end:
+        time.sleep(look_s)
+        if any(state == "R" for state in _thread_states(tasks, me)):
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return True
+    return False
+
+
+def _thread_states(tasks: str, me: str) -> Iterator[str]:
+    """Each other thread's scheduler state letter (R running, S sleeping, ...) from /proc/self/task/TID/stat."""
+    for tid in os.listdir(tasks):
+        if tid == me:
+            continue
+        try:
+            with open(f"{tasks}/{tid}/stat") as f:
+                yield f.read().rsplit(")", 1)[1].split()[0]  # the field after the (name), which may hold spaces
+        except (OSError, IndexError):  # the thread ended between the listing and the read
+            continue
 
 
 def grad_norm(norm) -> float:
