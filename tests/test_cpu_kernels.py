@@ -108,7 +108,7 @@ def test_packed_layers_match_eager_and_are_undone(llama, monkeypatch):
     calls = []
     onednn = torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or onednn(*a))
-    with cpu_kernels.packed_linears(model) as n, torch.no_grad():
+    with cpu_kernels.packed_linears(model, choose=lambda layer, rows: True) as n, torch.no_grad():
         packed = model(**enc).logits
         assert n == sum(type(m) is torch.nn.Linear for m in model.modules()) == len(calls) > 0  # each ran oneDNN's
     assert torch.allclose(packed, eager, atol=1e-4, rtol=1e-4)
@@ -116,12 +116,45 @@ def test_packed_layers_match_eager_and_are_undone(llama, monkeypatch):
     assert {id(m): m.forward for m in model.modules()}.keys() == forwards.keys()
 
 
+def test_only_the_chosen_layers_are_packed_and_a_biased_one_matches_eager(monkeypatch):
+    """`choose` picks the layers to pack (by default `packing_wins`, per shape); a layer with a bias (Qwen2's
+    query, key and value products have one) gives eager's output through oneDNN's linear."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.Linear(96, 16, bias=False))
+    x = torch.randn(8, 5, 64)  # (B, T, in): a forward's three dimensions
+    with torch.no_grad():
+        eager = model(x)
+    calls = []
+    onednn = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape) or onednn(*a))
+    with cpu_kernels.packed_linears(model, rows=8, choose=lambda layer, rows: layer.bias is not None) as n, \
+            torch.no_grad():
+        packed = model(x)
+    assert n == 1 and calls == [(8, 5, 64)]  # the biased layer alone went through oneDNN
+    assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
+
+
+def test_packing_wins_times_a_shape_once_per_process(monkeypatch):
+    """`packing_wins` times packed against eager once for a shape, rows and threads, and answers from memory after."""
+    monkeypatch.setattr(cpu_kernels, "_WINS", {})
+    layer = torch.nn.Linear(48, 80, bias=False)
+    calls = []
+    onednn = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(1) or onednn(*a))
+    first = cpu_kernels.packing_wins(layer, 4)
+    timed = len(calls)
+    assert timed > 0 and isinstance(first, bool)
+    assert cpu_kernels.packing_wins(torch.nn.Linear(48, 80, bias=False), 4) is first and len(calls) == timed
+    cpu_kernels.packing_wins(layer, 8)  # another row count: timed again
+    assert len(calls) > timed and len(cpu_kernels._WINS) == 2
+
+
 def test_packed_layers_serve_neither_autograd_nor_another_thread(llama):
     model, tok = llama
     enc = tok(["5 plus 5 is"], return_tensors="pt")
     with torch.no_grad():
         eager = model(**enc).logits
-    with cpu_kernels.packed_linears(model):
+    with cpu_kernels.packed_linears(model, choose=lambda layer, rows: True):
         with torch.enable_grad():
             out = model(**enc).logits
             out.sum().backward()  # the layers' own weights: gradients flow

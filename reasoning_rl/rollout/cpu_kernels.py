@@ -6,9 +6,10 @@ query per row attending over its cache, then a draw from a vocabulary-sized dist
 SmolLM2-135M (docs/results.md), eager PyTorch spends most of that step in three places this file replaces for the
 length of a rollout:
 - `torch.nn.functional.linear` repacks the weight on every call; `packed_linears(model)` copies each plain
-  `nn.Linear`'s weight once into oneDNN's own layout (`Tensor.to_mkldnn`) and routes the layer's forward through
-  oneDNN's linear (the operator PyTorch's compiler uses for a frozen CPU model) until the block ends: time saved
-  at float32, none at bfloat16, whose eager products already use the CPU's bf16 instructions;
+  `nn.Linear`'s weight once into the blocked layout oneDNN's linear picks for a few-row product (the reorder
+  PyTorch's compiler applies to a frozen CPU model) and routes the layer's forward through oneDNN's linear until
+  the block ends, for the shapes where that is faster on this machine (`packing_wins`, timed once per process):
+  time saved at float32, none at bfloat16, whose eager products already use the CPU's bf16 instructions;
 - `torch.multinomial` draws one exponential number per vocabulary entry (49,152 per row per step); `draw(probs)`
   draws one uniform per row and finds it in the cumulative distribution (first among blocks of 256 tokens, then
   inside one: a full running sum over the vocabulary is itself a sequential pass of 49,152 additions per row);
@@ -16,7 +17,7 @@ length of a rollout:
   long queries; for one query per row it costs twice what `decode_attention` does: scores = q k^T over the key
   heads (a grouped-query model's query heads batched per key head, no copy of the cache), softmax, @ v.
 
-    with packed_linears(model):      # under no_grad, in the thread that entered it; the weights copied once
+    with packed_linears(model, rows):   # under no_grad, in the thread that entered it; the weights copied once
         ...                          # the model's forward, as usual
     draw(probs)  # (b, V) -> (b,)    # a token of each row, P(token i) = probs[i] / sum(probs)
     with decode_attention(model):    # a one-token forward without gradients, in this thread: decode_attend
@@ -45,7 +46,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+import time
+from typing import Callable, Iterator
 
 import torch
 
@@ -112,26 +114,72 @@ def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
     return (k * block + torch.searchsorted(inner, y, right=True)).squeeze(-1)
 
 
+PACK_ROWS = 32  # the rows a packed weight's layout is chosen for, and its shape timed at, when not told
+
+
 @contextlib.contextmanager
-def packed_linears(model) -> Iterator[int]:
-    """Within the block, every plain `nn.Linear` of `model` (a LoRA layer's base layer included) runs its forward
-    without gradients, in this thread, on a oneDNN copy of its weight taken on entry; yields how many were packed.
-    The copies are freed on exit; the model's own weights are never written."""
+def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Linear, int], bool] | None = None
+                   ) -> Iterator[int]:
+    """Within the block, the plain `nn.Linear` layers of `model` (a LoRA layer's base layer included) that `choose`
+    picks run their forward without gradients, in this thread, on a copy of the weight that oneDNN has laid out for
+    products of about `rows` rows (taken on entry); yields how many were packed. `choose(layer, rows)` defaults to
+    `packing_wins`: the layer's shape measured on this machine, packed only where that is faster. The copies are
+    freed on exit; the model's own weights are never written."""
     owner = threading.get_ident()
+    choose = packing_wins if choose is None else choose
     patched = []
     with torch.no_grad():
         for layer in model.modules():
-            if type(layer) is not torch.nn.Linear or "forward" in layer.__dict__:
+            if type(layer) is not torch.nn.Linear or "forward" in layer.__dict__ or not choose(layer, rows):
                 continue
-            weight = layer.weight.detach().to_mkldnn()
-            bias = None if layer.bias is None else layer.bias.detach().to_mkldnn()
-            layer.forward = _packed_forward(layer, weight, bias, owner)
+            layer.forward = _packed_forward(layer, _pack(layer.weight.detach(), rows),
+                                            None if layer.bias is None else layer.bias.detach(), owner)
             patched.append(layer)
     try:
         yield len(patched)
     finally:
         for layer in patched:
             del layer.forward
+
+
+def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """`weight` (out, in) in the blocked layout oneDNN's linear picks for `rows`-row products (what PyTorch's
+    compiler does to a frozen CPU model's weights); `to_mkldnn()` where this torch lacks that reorder (it copies the
+    weight in its plain layout, which oneDNN then reads as it is)."""
+    reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
+    return reorder(weight, rows) if reorder is not None else weight.to_mkldnn()
+
+
+_WINS: dict[tuple, bool] = {}  # (in, out, bias, dtype, rows, threads) -> packing_wins' answer, for this process
+
+
+def packing_wins(layer: torch.nn.Linear, rows: int, rounds: int = 3) -> bool:
+    """Whether a `rows`-row product with `layer`'s shape is faster packed (`_pack`) than through `F.linear`, timed
+    on this machine once per process and shape: `rounds` interleaved rounds of each on random inputs, the best of
+    each, packed kept only when it beats eager by more than kernel_choice's MARGIN. (On machine E, at 32 rows,
+    SmolLM2's key and value products, 576 -> 192, ran 0.87x packed while its others gained 1.1-2.2x.)"""
+    from .kernel_choice import MARGIN
+
+    w = layer.weight.detach()
+    key = (w.shape[1], w.shape[0], layer.bias is not None, w.dtype, rows, torch.get_num_threads())
+    if key not in _WINS:
+        x = torch.randn(rows, w.shape[1], dtype=w.dtype, generator=torch.Generator().manual_seed(0))  # not the
+        #     global stream: a seeded run samples the same whether or not this process had timed the shape yet
+        b = None if layer.bias is None else layer.bias.detach()
+        packed = _pack(w, rows)
+        reps = max(2, min(200, int(2e7 / (2 * rows * w.shape[0] * w.shape[1]))))  # about 0.2 ms of work or more
+        best = [float("inf"), float("inf")]
+        with torch.no_grad():
+            for _ in range(rounds):
+                for i, run in enumerate((lambda: torch.nn.functional.linear(x, w, b),
+                                         lambda: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], ""))):
+                    run()
+                    t = time.perf_counter()
+                    for _ in range(reps):
+                        run()
+                    best[i] = min(best[i], time.perf_counter() - t)
+        _WINS[key] = best[1] < best[0] * (1 - MARGIN)
+    return _WINS[key]
 
 
 def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None, owner: int):
@@ -202,18 +250,18 @@ def decode_attention(model) -> Iterator[int]:
 @contextlib.contextmanager
 def decoding(setting: str, model, rows: int = 16) -> Iterator:
     """The kernels a rollout of `model` (about `rows` rows) runs on (`resolve`), entered: see `decoding_with`."""
-    with decoding_with(resolve(setting, model, rows), model) as draw:
+    with decoding_with(resolve(setting, model, rows), model, rows) as draw:
         yield draw
 
 
 @contextlib.contextmanager
-def decoding_with(kernels: Kernels, model) -> Iterator:
-    """Within the block, `model`'s linear layers packed, its one-token attention on `decode_attend` and this
-    thread's rollouts on buffered KV caches (kv_buffer.py) where `kernels` says; yields the `draw` to sample with
-    (`decode.sample_kept`'s; None = `torch.multinomial`)."""
+def decoding_with(kernels: Kernels, model, rows: int = PACK_ROWS) -> Iterator:
+    """Within the block, `model`'s linear layers packed (for products of about `rows` rows), its one-token attention
+    on `decode_attend` and this thread's rollouts on buffered KV caches (kv_buffer.py) where `kernels` says; yields
+    the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
     with contextlib.ExitStack() as stack:
         if kernels.pack:
-            stack.enter_context(packed_linears(model))
+            stack.enter_context(packed_linears(model, rows))
         if kernels.attend:
             stack.enter_context(decode_attention(model))
         if kernels.buffer:

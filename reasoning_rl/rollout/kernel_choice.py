@@ -58,11 +58,12 @@ CONTEXT = 128  # positions already in each row's cache when the timed steps begi
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
-METHOD = 5  # part of the cache key: 5 buffers the buffer's cache before the clock (4 copied it in on the clock, in
-#             the first timed step: 1.00 of eager where a rollout gains 6%); 4 adds the KV buffer and times the
-#             winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT cached
-#             positions (2 after an 8-token prompt, whose attention was too short for the decode attention's gain
-#             to show; 1 timed only all the winners)
+METHOD = 6  # part of the cache key: 6 packs weights in oneDNN's blocked layout, per shape where that wins (5 copied
+#             them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before the clock (4 copied it in on
+#             the clock, in the first timed step: 1.00 of eager where a rollout gains 6%); 4 adds the KV buffer and
+#             times the winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT
+#             cached positions (2 after an 8-token prompt, whose attention was too short for the decode attention's
+#             gain to show; 1 timed only all the winners)
 N_KERNELS = len(Kernels._fields)
 EAGER = Kernels(*(False,) * N_KERNELS)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=N_KERNELS))  # every combination
