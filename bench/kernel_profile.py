@@ -6,7 +6,8 @@ the real model's own shapes, and which code path the math libraries took.
 Parts, each timed best-of-`--repeats` after a warm-up, at `--rows` rows (a decode step's live samples):
 - every distinct linear shape of SmolLM2-135M (576 -> 576, 576 -> 192 (k/v), 576 -> 1536, 1536 -> 576, the
   576 -> 49,152 output layer): eager `F.linear` (oneDNN or MKL behind `aten::addmm`, as torch dispatches it), the
-  weight prepacked for oneDNN (`cpu_kernels.packed_linears`' path), and the packing's own cost; GFLOP/s each;
+  weight prepacked for oneDNN (`cpu_kernels.packed_linears`' path: its blocked layout for `--rows`), the weight
+  copied in its plain layout (`to_mkldnn`, the path before f70f392), and the packing's own cost; GFLOP/s each;
 - the draw of one token per row from a 49,152-entry distribution: `torch.multinomial` against `cpu_kernels.draw`;
 - one decode step's attention at 200 cached positions (9 query heads, 3 key heads, width 64): sdpa against
   `cpu_kernels.decode_attend`;
@@ -39,19 +40,25 @@ def best_of(fn, repeats: int) -> float:
 
 
 def linears(torch, rows: int, repeats: int) -> None:
+    from reasoning_rl.rollout.cpu_kernels import _pack
+
     F = torch.nn.functional
-    print(f"linear layers at {rows} rows (float32): eager F.linear vs the weight prepacked for oneDNN")
+    print(f"linear layers at {rows} rows (float32): eager F.linear, the weight in oneDNN's blocked layout for {rows} "
+          "rows (`packed_linears`' path), and copied in its plain layout (to_mkldnn, the path before f70f392)")
     for label, k, n in SHAPES:
         x, w, b = torch.randn(rows, k), torch.randn(n, k), None
         r = max(5, repeats // (10 if n > 10_000 else 1))
         t_eager = best_of(lambda: F.linear(x, w, b), r)
         t0 = time.perf_counter()
-        packed = w.to_mkldnn()
+        packed = _pack(w, rows)
         t_pack = time.perf_counter() - t0
+        plain = w.to_mkldnn()
         t_packed = best_of(lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), r)
+        t_plain = best_of(lambda: torch.ops.mkldnn._linear_pointwise(x, plain, None, "none", [], ""), r)
         flop = 2 * rows * k * n
-        print(f"  {label:<22} eager {flop / t_eager / 1e9:7.1f} GFLOP/s   packed {flop / t_packed / 1e9:7.1f} GFLOP/s"
-              f"   packed/eager {t_eager / t_packed:5.2f}x   packing {t_pack * 1e3:6.2f} ms")
+        print(f"  {label:<22} eager {flop / t_eager / 1e9:7.1f} GFLOP/s   packed {flop / t_packed / 1e9:7.1f}"
+              f"   packed/eager {t_eager / t_packed:5.2f}x   plain copy/eager {t_eager / t_plain:5.2f}x"
+              f"   packing {t_pack * 1e3:6.2f} ms")
 
 
 def draws(torch, rows: int, repeats: int) -> None:
@@ -88,7 +95,7 @@ import torch, torch.nn.functional as F
 torch.set_num_threads({threads})
 x, w = torch.randn({rows}, 576), torch.randn(1536, 576)
 F.linear(x, w)
-p = w.to_mkldnn()
+p = torch.ops.mkldnn._reorder_linear_weight(w, {rows})
 torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
 """
 

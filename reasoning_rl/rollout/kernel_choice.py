@@ -172,7 +172,7 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
                 if k.buffer:  # a rollout's cache is buffered from its prompt's pass on: this copy is not a step's
                     kv_buffer.buffered(past[0], STEPS)
                 # packing the weights happens on entering, outside the clock: once per rollout in a run, not per step
-                with decoding_with(k, model) as draw:
+                with decoding_with(k, model, rows) as draw:
                     t0 = time.perf_counter()  # eos_id -1: no row ever ends
                     decode.sample_kept(model, nxt, torch.ones_like(nxt), STEPS if r else WARM_STEPS, eos_id=-1,
                                        past=past, draw=draw)
