@@ -169,7 +169,8 @@ class GenerationConfig:
                                "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
     cpu_decode: Literal["auto", "eager", "packed"] = knob(
         "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
-                "layer's weight copied once per call into oneDNN's layout, one uniform draw per sampled token and "
+                "layer's weight copied once per call into oneDNN's blocked layout (the layer shapes measured faster "
+                "so on this machine), one uniform draw per sampled token and "
                 "a decode step's attention as two batched products on the key heads (rollout/cpu_kernels.py), and "
                 "each step's keys and values written into room kept in the cache (rollout/kv_buffer.py; the "
                 "same distribution, other float rounding and random draws; speed: docs/results.md); eager = "
