@@ -133,37 +133,44 @@ def test_the_timed_steps_decode_after_context_positions_already_cached(measured_
 
 
 P, D, A = K(True, False, False), K(False, True, False), K(False, False, True)  # packed, draw, attention alone
-# (each kernel alone's time against eager's 1.0 in the first phase; the second phase's times, eager's 1.02 (the
-#  machine a little slower then) and the best single kernel's included, or None when no second phase is due; the
-#  choice)
+PD, PDA, PDB = K(True, True, False), K(True, True, True), K(True, True, False, True)
+# (each kernel alone's time against eager's 1.0 in the first phase (the buffer's 1.0: no gain, unless given); the
+#  second phase's times, eager's 1.02 (the machine a little slower then) and the best single kernel's included, or None
+#  when no second phase is due; the choice)
 PHASES = [
-    ({P: 0.9, D: 0.8, A: 0.99}, {E: 1.02, D: 0.81, K(True, True, False): 0.6}, K(True, True, False)),
-    # three winners: every pair and the three together are timed, and here the three win
-    ({P: 0.9, D: 0.8, A: 0.7}, {E: 1.02, A: 0.71, K(True, True, False): 0.75, K(True, False, True): 0.65,
-                                K(False, True, True): 0.6, K(True, True, True): 0.5}, K(True, True, True)),
+    # two winners: their union, and the union plus each kernel that lost alone (attention, buffer)
+    ({P: 0.9, D: 0.8, A: 0.99}, {E: 1.02, D: 0.81, PD: 0.6, PDA: 0.62, PDB: 0.65}, PD),
+    # three winners: every pair and the three together, and the three plus the buffer; here the three win
+    ({P: 0.9, D: 0.8, A: 0.7}, {E: 1.02, A: 0.71, PD: 0.75, K(True, False, True): 0.65, K(False, True, True): 0.6,
+                                PDA: 0.5, ALL: 0.55}, PDA),
     # machine D (AMD EPYC, docs/results.md): all three together lost to packed alone, packed + draw beat both
-    ({P: 0.79, D: 0.84, A: 0.93}, {E: 1.02, P: 0.80, K(True, True, False): 0.68, K(True, False, True): 0.82,
-                                   K(False, True, True): 0.80, K(True, True, True): 0.85}, K(True, True, False)),
+    ({P: 0.79, D: 0.84, A: 0.93}, {E: 1.02, P: 0.80, PD: 0.68, K(True, False, True): 0.82, K(False, True, True): 0.80,
+                                   PDA: 0.85, ALL: 0.86}, PD),
+    # machine E (docs/results.md): the attention gains nothing alone and beats sdpa on the buffer's strided cache
+    ({P: 0.91, D: 0.80, A: 0.99, B: 0.91}, {E: 1.0, D: 0.80, PDB: 0.657, PD: 0.75, K(True, False, False, True): 0.85,
+                                           K(False, True, False, True): 0.80, ALL: 0.623}, ALL),
     # the combination's gain was the load's: timed beside the best single in one phase, the single wins
-    ({P: 0.8, D: 0.9, A: 1.1}, {E: 1.02, P: 0.81, K(True, True, False): 0.83}, P),
-    ({P: 1.1, D: 0.8, A: 0.98}, None, D),  # one winner: no second phase
-    ({P: 1.1, D: 1.0, A: 1.2}, None, E),  # none
-    ({P: 0.98, D: 0.975, A: 0.5}, None, A),  # two within noise of eager: one winner
+    ({P: 0.8, D: 0.9, A: 1.1}, {E: 1.02, P: 0.81, PD: 0.83, PDA: 0.85, PDB: 0.84}, P),
+    # one winner: it and each loser beside it
+    ({P: 1.1, D: 0.8, A: 0.98}, {E: 1.02, D: 0.81, PD: 0.83, K(False, True, True): 0.82,
+                                 K(False, True, False, True): 0.84}, D),
+    ({P: 1.1, D: 1.0, A: 1.2}, None, E),  # none: no second phase
+    # two within noise of eager: one winner, and with the buffer beside it faster still
+    ({P: 0.98, D: 0.975, A: 0.5}, {E: 1.0, A: 0.5, K(True, False, True): 0.52, K(False, True, True): 0.49,
+                                   K(False, False, True, True): 0.45}, K(False, False, True, True)),
     # four winners: their union and the union less each one (not the six pairs), beside eager and the best single
-    ({P: 0.9, D: 0.8, A: 0.95, B: 0.93}, {E: 1.0, D: 0.8, K(True, True, True, True): 0.6,
-                                           K(False, True, True, True): 0.7, K(True, False, True, True): 0.8,
-                                           K(True, True, False, True): 0.55, K(True, True, True, False): 0.62},
-     K(True, True, False, True)),
+    ({P: 0.9, D: 0.8, A: 0.95, B: 0.93}, {E: 1.0, D: 0.8, ALL: 0.6, K(False, True, True, True): 0.7,
+                                           K(True, False, True, True): 0.8, PDB: 0.55, PDA: 0.62}, PDB),
 ]
 
 
 @pytest.mark.parametrize("alone, second, choice", PHASES)
 def test_the_winners_union_and_its_neighbours_are_timed_beside_eager_and_the_best_single(monkeypatch, alone, second,
                                                                                           choice):
-    """Eager and each kernel alone are timed first; where two or more beat eager by more than MARGIN, their union
-    and the union less each one (with three winners, every combination of them) are timed in a second phase beside
-    eager and the best of them alone, and the first phase's other times are put on that phase's scale (eager 1.0 ->
-    1.02)."""
+    """Eager and each kernel alone are timed first; where one or more beat eager by more than MARGIN, their union,
+    the union less each one (with three winners, every combination of them) and the union plus each kernel that lost
+    alone are timed in a second phase beside eager and the best of them alone, and the first phase's other times are
+    put on that phase's scale (eager 1.0 -> 1.02)."""
     calls = []
 
     def fake(model, rows, combos, decoding_with):

@@ -6,11 +6,12 @@ kv_buffer.py: keys and values written in place, not concatenated) gained 2.07x o
 another of the same family (docs/results.md); a rule written from the model's size and dtype cannot know which
 machine it is on. So `auto` times a short rollout of the model itself (`STEPS` decode steps after `CONTEXT` cached
 positions, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` times interleaved, then the union of
-the kernels that won and its neighbours (the union less one of them), beside eager and the best kernel alone (their
-savings mostly add up: each replaces its own part of a step), takes each combination's best time, and keeps the
-fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than eager by more than noise,
-wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32 (machine D; measured after an
-8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations 33 s). A measurement made
+the kernels that won and its neighbours (the union less one of them, or plus one that lost alone), beside eager and
+the best kernel alone (their savings mostly add up: each replaces its own part of a step), takes each combination's
+best time, and keeps the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than
+eager by more than noise, wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32
+(machine D; measured after an 8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations
+33 s). A measurement made
 while other processes load the machine (load average above its usable cores), or whose rounds of one combination
 disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is used by that run
 but not cached: the next run measures again.
@@ -58,9 +59,11 @@ CONTEXT = 128  # positions already in each row's cache when the timed steps begi
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
-METHOD = 6  # part of the cache key: 6 packs weights in oneDNN's blocked layout, per shape where that wins (5 copied
-#             them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before the clock (4 copied it in on
-#             the clock, in the first timed step: 1.00 of eager where a rollout gains 6%); 4 adds the KV buffer and
+METHOD = 7  # part of the cache key: 7 also times the winners' union plus each kernel that lost alone (6 did not,
+#             and on E missed the attention beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
+#             where that wins (5 copied them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before
+#             the clock (4 copied it in on the clock, in the first timed step: 1.00 of eager where a rollout gains
+#             6%); 4 adds the KV buffer and
 #             times the winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT
 #             cached positions (2 after an 8-token prompt, whose attention was too short for the decode attention's
 #             gain to show; 1 timed only all the winners)
@@ -113,23 +116,27 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
     entered by `decoding_with(kernels, model)` (cpu_kernels'). The four kernels replace four separate parts of a
     decode step (the products, the draw, the attention, the cache's growth), so their savings mostly add up: eager
-    and each kernel alone are timed first (interleaved); where two or more beat eager by more than MARGIN, the union
+    and each kernel alone are timed first (interleaved); where one or more beat eager by more than MARGIN, the union
     of those winners and its neighbours (the union less one winner, where two or more remain: with three winners,
-    every combination of them) are timed in a second phase, interleaved with eager and the best single kernel, so
-    that the contest that decides (the best kernel alone against the combinations) is run within one phase: a
-    machine whose load changed between the phases cannot tilt it. The first phase's other times are then put on the
-    second phase's scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible`
+    every combination of them; the union plus one kernel that did not win alone, since two kernels can interact:
+    on machine E the decode attention gained nothing alone and 5-27% beside the KV buffer, whose strided cache slows
+    sdpa down) are timed in a second phase, interleaved with eager and the best single kernel, so that the contest
+    that decides (the best kernel alone against the combinations) is run within one phase: a machine whose load
+    changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's
+    scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible`
     here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
     measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
     rounds = _timed(model, rows, singles, decoding_with)
     first = {k: min(ts) for k, ts in rounds.items()}
     winners = [k for k in singles[1:] if first[k] < first[EAGER] * (1 - MARGIN)]
-    if len(winners) < 2:
+    losers = [k for k in singles[1:] if k not in winners]
+    if not winners or (len(winners) == 1 and not losers):
         return Measured(first, _spread(rounds))
     best_single = min(winners, key=first.get)
     combos = [union(ws) for ws in [winners, *(itertools.combinations(winners, len(winners) - 1)
-                                              if len(winners) > 2 else ())]]
+                                              if len(winners) > 2 else ()), *([*winners, k] for k in losers)]]
+    combos = [k for k in dict.fromkeys(combos) if k not in (EAGER, best_single)]
     again = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
     second = {k: min(ts) for k, ts in again.items()}
     scale = second[EAGER] / first[EAGER]
