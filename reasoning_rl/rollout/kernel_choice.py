@@ -11,10 +11,10 @@ the best kernel alone (their savings mostly add up: each replaces its own part o
 best time, and keeps the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than
 eager by more than noise, wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32
 (machine D; measured after an 8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations
-33 s; on machine E, slower, with the union plus each kernel that lost alone, 26 s at 16 rows and 35 s at 32). A measurement made
-while other processes load the machine (load average above its usable cores), or whose rounds of one combination
-disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is used by that run
-but not cached: the next run measures again.
+33 s; on machine E, slower, with the union plus each kernel that lost alone, 26 s at 16 rows and 35 s at 32). A
+measurement made while other processes load the machine (load average above its usable cores), or whose rounds of
+one combination disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is
+used by that run but not cached: the next run measures again.
 
     timings, spread = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
     choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
