@@ -63,10 +63,9 @@ METHOD = 7  # part of the cache key: 7 also times the winners' union plus each k
 #             and on E missed the attention beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
 #             where that wins (5 copied them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before
 #             the clock (4 copied it in on the clock, in the first timed step: 1.00 of eager where a rollout gains
-#             6%); 4 adds the KV buffer and
-#             times the winners' union and its neighbours; 3 every combination of at most three winners after CONTEXT
-#             cached positions (2 after an 8-token prompt, whose attention was too short for the decode attention's
-#             gain to show; 1 timed only all the winners)
+#             6%); 4 adds the KV buffer and times the winners' union and its neighbours; 3 every combination of at
+#             most three winners after CONTEXT cached positions (2 after an 8-token prompt, whose attention was too
+#             short for the decode attention's gain to show; 1 timed only all the winners)
 N_KERNELS = len(Kernels._fields)
 EAGER = Kernels(*(False,) * N_KERNELS)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=N_KERNELS))  # every combination
