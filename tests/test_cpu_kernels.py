@@ -134,6 +134,26 @@ def test_only_the_chosen_layers_are_packed_and_a_biased_one_matches_eager(monkey
     assert torch.allclose(packed, eager, atol=1e-5, rtol=1e-5)
 
 
+def test_an_input_of_more_rows_than_the_layout_serves_goes_to_the_layers_own_weights(monkeypatch):
+    """A packed layer laid out for `rows` rows takes inputs of up to ROW_LIMIT x rows rows through oneDNN (a decode
+    step's); a longer one (a prompt's forward, which the layout slows down) runs on the layer's own weights, bit for
+    bit eager's."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 32, bias=False)
+    limit = cpu_kernels.ROW_LIMIT * 4
+    short, long = torch.randn(limit, 64), torch.randn(2, limit // 2 + 1, 64)  # (rows, in); (B, T, in): limit + 2 rows
+    with torch.no_grad():
+        eager = layer(long)
+    calls = []
+    onednn = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape) or onednn(*a))
+    with cpu_kernels.packed_linears(layer, rows=4, choose=lambda layer, rows: True), torch.no_grad():
+        layer(short)
+        got = layer(long)
+    assert calls == [(limit, 64)]  # the short input alone went through oneDNN
+    assert torch.equal(got, eager)
+
+
 def test_packing_wins_times_a_shape_once_per_process(monkeypatch):
     """`packing_wins` times packed against eager once for a shape, rows and threads, and answers from memory after."""
     monkeypatch.setattr(cpu_kernels, "_WINS", {})

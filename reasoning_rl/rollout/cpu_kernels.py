@@ -32,10 +32,11 @@ model's shapes (`kernel_choice.py`: the same kernels gained 2.07x on one Xeon an
 docs/results.md). The tiny model and the test models stay on eager PyTorch, and with it on the very random stream of
 earlier runs.
 
-A packed layer serves only a forward pass without gradients from the thread that packed it; any other call (the
-trainer's forward in another thread, a pass with autograd on) goes to the layer's own weights, so training never
-sees the copy. Likewise the decode attention: within the block the model's config names it (in place of `sdpa`,
-whose masks it takes), and every call but a one-token forward without gradients from the entering thread goes on
+A packed layer serves only a forward pass without gradients from the thread that packed it, of at most
+`ROW_LIMIT` times the rows its layout was chosen for; any other call (the trainer's forward in another thread, a
+pass with autograd on, a long prompt's forward) goes to the layer's own weights, so training never sees the copy.
+Likewise the decode attention: within the block the model's config names it (in place of `sdpa`, whose masks it
+takes), and every call but a one-token forward without gradients from the entering thread goes on
 to `sdpa` itself; a model on another attention (eager, flash) is left on it. A layer that already has a forward
 of its own on the instance (a hook library's wrapper) is left as it is. Not here: GPU kernels, quantized weights,
 fusing layers, the KV cache written in place (kv_buffer.py, the fourth kernel `decoding_with` enters), a compiled
@@ -115,6 +116,9 @@ def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
 
 
 PACK_ROWS = 32  # the rows a packed weight's layout is chosen for, and its shape timed at, when not told
+ROW_LIMIT = 8  # an input of more than ROW_LIMIT x those rows (a prompt's forward) goes to the layer's own weights: on
+#                machine E a prefill of 8 prompts x 150 tokens ran 0.72x eager's speed on weights laid out for 32 rows
+#                (560 rows 0.94x; up to about 280 rows as fast as eager or faster)
 
 
 @contextlib.contextmanager
@@ -122,7 +126,8 @@ def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Line
                    ) -> Iterator[int]:
     """Within the block, the plain `nn.Linear` layers of `model` (a LoRA layer's base layer included) that `choose`
     picks run their forward without gradients, in this thread, on a copy of the weight that oneDNN has laid out for
-    products of about `rows` rows (taken on entry); yields how many were packed. `choose(layer, rows)` defaults to
+    products of about `rows` rows (taken on entry), for inputs of at most `ROW_LIMIT` x `rows` rows (a decode step's,
+    not a long prompt's, which the layout slows down); yields how many were packed. `choose(layer, rows)` defaults to
     `packing_wins`: the layer's shape measured on this machine, packed only where that is faster. The copies are
     freed on exit; the model's own weights are never written."""
     owner = threading.get_ident()
@@ -133,7 +138,8 @@ def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Line
             if type(layer) is not torch.nn.Linear or "forward" in layer.__dict__ or not choose(layer, rows):
                 continue
             layer.forward = _packed_forward(layer, _pack(layer.weight.detach(), rows),
-                                            None if layer.bias is None else layer.bias.detach(), owner)
+                                            None if layer.bias is None else layer.bias.detach(), owner,
+                                            ROW_LIMIT * rows)
             patched.append(layer)
     try:
         yield len(patched)
@@ -182,11 +188,13 @@ def packing_wins(layer: torch.nn.Linear, rows: int, rounds: int = 3) -> bool:
     return _WINS[key]
 
 
-def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None, owner: int):
+def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None, owner: int,
+                    most_rows: int):
     plain = torch.nn.Linear.forward.__get__(layer)
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or threading.get_ident() != owner or x.dtype != layer.weight.dtype:
+        if (torch.is_grad_enabled() or threading.get_ident() != owner or x.dtype != layer.weight.dtype
+                or x.numel() > most_rows * x.shape[-1]):
             return plain(x)
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")  # dense in, dense out
 
