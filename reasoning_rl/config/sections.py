@@ -169,17 +169,16 @@ class GenerationConfig:
                                "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
     cpu_decode: Literal["auto", "eager", "packed"] = knob(
         "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
-                "layer's weight copied once per call into oneDNN's blocked layout (the layer shapes measured faster "
-                "so on this machine), one uniform draw per sampled token and "
-                "a decode step's attention as two batched products on the key heads (rollout/cpu_kernels.py), and "
-                "each step's keys and values written into room kept in the cache (rollout/kv_buffer.py; the "
-                "same distribution, other float rounding and random draws; speed: docs/results.md); eager = "
-                "PyTorch's own layers, transformers' sdpa attention and torch.multinomial (the draws of "
-                "transformers.generate); auto = for a model of at least 50 M parameters on a CPU the combination "
-                "of the four measured fastest on this machine and the model's shapes (a few decode steps when the "
-                "engine first runs, cached per machine and shape under the cache folder, in the run's log; eager "
-                "unless one beats it by more than noise: rollout/kernel_choice.py), else eager (the tiny model "
-                "stays eager)")
+                "layer's weight copied once per call into oneDNN's blocked layout (the layer shapes measured faster so "
+                "on this machine; decode steps only, not a prompt's forward), one uniform draw per sampled token and a "
+                "decode step's attention as two batched products on the key heads (rollout/cpu_kernels.py), and each "
+                "step's keys and values written into room kept in the cache (rollout/kv_buffer.py; the same "
+                "distribution, other float rounding and random draws; speed: docs/results.md); eager = PyTorch's own "
+                "layers, transformers' sdpa attention and torch.multinomial (the draws of transformers.generate); auto "
+                "= for a model of at least 50 M parameters on a CPU the combination of the four measured fastest on "
+                "this machine and the model's shapes (a few decode steps when the engine first runs, cached per machine"
+                " and shape under the cache folder, in the run's log; eager unless one beats it by more than noise: "
+                "rollout/kernel_choice.py), else eager (the tiny model stays eager)")
 
 
 @dataclass(frozen=True)
