@@ -117,8 +117,8 @@ def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
 
 PACK_ROWS = 32  # the rows a packed weight's layout is chosen for, and its shape timed at, when not told
 ROW_LIMIT = 8  # an input of more than ROW_LIMIT x those rows (a prompt's forward) goes to the layer's own weights: on
-#                machine E a prefill of 8 prompts x 150 tokens ran 0.72x eager's speed on weights laid out for 32 rows
-#                (560 rows 0.94x; up to about 280 rows as fast as eager or faster)
+#                machine E SmolLM2's forward of 560-2,400 prompt rows ran 0.87-0.90x eager's speed on weights laid out
+#                for 32 rows (0.96x at 280; docs/results.md)
 
 
 @contextlib.contextmanager
