@@ -32,9 +32,10 @@ vLLM's CPU build (when .venv-vllm exists, `make vllm-env`: its pins clash with o
 batch and sampling in a child process of that environment, on the converted folder of the same model (the same
 dtype, eager mode, one warm-up call first); its start-up is reported apart and not counted. Every engine runs
 `--repeats` times, the best rate counts; vLLM's runs come after ours (it owns the cores while it is up).
-`--ablate` instead runs only the `hf` engine, on each of the sixteen combinations of its CPU kernels forced
+`--ablate` instead runs only the `hf` engine, on each of the 32 combinations of its CPU kernels forced
 (rollout/cpu_kernels.py: packed products, the uniform draw, the decode attention; rollout/kv_buffer.py: the KV
-cache written in place; eager is none of them; `--only` names a subset), rounds
+cache written in place; rollout/fused_step.py: the fused decode step; eager is none of them; `--only` names a
+subset, as the log names them: draw+buffer+step), rounds
 alternating, and prints each one's best tokens/s against eager's of the same run, the tokens it drew, and where
 `auto`'s measured choice (rollout/kernel_choice.py, made before the clock) lands among them.
 Not here: prompts of other lengths."""

@@ -40,7 +40,7 @@ def best_of(fn, repeats: int) -> float:
 
 
 def linears(torch, rows: int, repeats: int) -> None:
-    from reasoning_rl.rollout.cpu_kernels import _pack
+    from reasoning_rl.rollout import packing
 
     F = torch.nn.functional
     print(f"linear layers at {rows} rows (float32): eager F.linear, the weight in oneDNN's blocked layout for {rows} "
@@ -50,7 +50,7 @@ def linears(torch, rows: int, repeats: int) -> None:
         r = max(5, repeats // (10 if n > 10_000 else 1))
         t_eager = best_of(lambda: F.linear(x, w, b), r)
         t0 = time.perf_counter()
-        packed = _pack(w, rows)
+        packed = packing.pack(w, rows)
         t_pack = time.perf_counter() - t0
         plain = w.to_mkldnn()
         t_packed = best_of(lambda: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""), r)

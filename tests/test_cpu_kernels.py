@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reasoning_rl import config
 from reasoning_rl.config.sections import Config
 from reasoning_rl.models.load import build_tiny
-from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, cpu_kernels, logprob_mismatch
+from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, cpu_kernels, logprob_mismatch, packing
 
 from .helpers.hf_model import build_hf_model
 
@@ -156,7 +156,7 @@ def test_an_input_of_more_rows_than_the_layout_serves_goes_to_the_layers_own_wei
 
 def test_packing_wins_times_a_shape_once_per_process(monkeypatch):
     """`packing_wins` times packed against eager once for a shape, rows and threads, and answers from memory after."""
-    monkeypatch.setattr(cpu_kernels, "_WINS", {})
+    monkeypatch.setattr(packing, "_WINS", {})
     layer = torch.nn.Linear(48, 80, bias=False)
     calls = []
     onednn = torch.ops.mkldnn._linear_pointwise
@@ -166,7 +166,7 @@ def test_packing_wins_times_a_shape_once_per_process(monkeypatch):
     assert timed > 0 and isinstance(first, bool)
     assert cpu_kernels.packing_wins(torch.nn.Linear(48, 80, bias=False), 4) is first and len(calls) == timed
     cpu_kernels.packing_wins(layer, 8)  # another row count: timed again
-    assert len(calls) > timed and len(cpu_kernels._WINS) == 2
+    assert len(calls) > timed and len(packing._WINS) == 2
 
 
 def test_packed_layers_serve_neither_autograd_nor_another_thread(llama):
@@ -311,7 +311,7 @@ def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama):
     tiny, _ = build_tiny(config.load(Config, overrides=["model.tiny.num_layers=1"]))
     none = K(pack=False, draw=False, attend=False)
     assert cpu_kernels.resolve("auto", tiny) == cpu_kernels.resolve("auto", model) == none
-    assert cpu_kernels.resolve("packed", model) == K(True, True, True, True)
+    assert cpu_kernels.resolve("packed", model) == K(True, True, True, True, True)  # the fused step: a llama
     assert cpu_kernels.resolve("eager", model) == none
     # above the floor, auto is what was measured (tests/test_kernel_choice.py)
 

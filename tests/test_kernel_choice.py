@@ -18,7 +18,8 @@ from .helpers.hf_model import build_hf_model
 BUSY = kernel_choice._busy  # the real check (the fixtures replace it)
 Measured = kernel_choice.Measured
 E = K(False, False, False)
-ALL = K(True, True, True, True)
+ALL = K(True, True, True, True, True)  # every kernel, the fused step included (the small llama can run it)
+FOUR = K(True, True, True, True)  # every kernel but the fused step (a model it cannot run)
 B = K(False, False, False, True)  # the KV buffer alone
 # (timings of the combinations measured, the choice): seconds for the same rollout
 CHOICES = [
@@ -103,7 +104,7 @@ def test_a_real_measurement_times_eager_and_each_kernel_and_draws_nothing_from_t
     timings, spread = kernel_choice.measure(measured_model, 4, ALL, cpu_kernels.decoding_with)
     assert torch.equal(torch.rand(3), expected)  # the measurement's draws are not the run's
     assert set(timings) >= {E, *kernel_choice.SINGLES} and all(0 < t < 60 for t in timings.values())
-    assert len(timings) <= 10  # eager, the four single kernels, the union of those that won and its neighbours
+    assert len(timings) <= 12  # eager, the five single kernels, the union of those that won and its neighbours
     assert kernel_choice.choose(timings) in timings
     assert not measured_model.training
 
@@ -142,13 +143,13 @@ PHASES = [
     ({P: 0.9, D: 0.8, A: 0.99}, {E: 1.02, D: 0.81, PD: 0.6, PDA: 0.62, PDB: 0.65}, PD),
     # three winners: every pair and the three together, and the three plus the buffer; here the three win
     ({P: 0.9, D: 0.8, A: 0.7}, {E: 1.02, A: 0.71, PD: 0.75, K(True, False, True): 0.65, K(False, True, True): 0.6,
-                                PDA: 0.5, ALL: 0.55}, PDA),
+                                PDA: 0.5, FOUR: 0.55}, PDA),
     # machine D (AMD EPYC, docs/results.md): all three together lost to packed alone, packed + draw beat both
     ({P: 0.79, D: 0.84, A: 0.93}, {E: 1.02, P: 0.80, PD: 0.68, K(True, False, True): 0.82, K(False, True, True): 0.80,
-                                   PDA: 0.85, ALL: 0.86}, PD),
+                                   PDA: 0.85, FOUR: 0.86}, PD),
     # machine E (docs/results.md): the attention gains nothing alone and beats sdpa on the buffer's strided cache
     ({P: 0.91, D: 0.80, A: 0.99, B: 0.91}, {E: 1.0, D: 0.80, PDB: 0.657, PD: 0.75, K(True, False, False, True): 0.85,
-                                           K(False, True, False, True): 0.80, ALL: 0.623}, ALL),
+                                           K(False, True, False, True): 0.80, FOUR: 0.623}, FOUR),
     # the combination's gain was the load's: timed beside the best single in one phase, the single wins
     ({P: 0.8, D: 0.9, A: 1.1}, {E: 1.02, P: 0.81, PD: 0.83, PDA: 0.85, PDB: 0.84}, P),
     # one winner: it and each loser beside it
@@ -159,35 +160,55 @@ PHASES = [
     ({P: 0.98, D: 0.975, A: 0.5}, {E: 1.0, A: 0.5, K(True, False, True): 0.52, K(False, True, True): 0.49,
                                    K(False, False, True, True): 0.45}, K(False, False, True, True)),
     # four winners: their union and the union less each one (not the six pairs), beside eager and the best single
-    ({P: 0.9, D: 0.8, A: 0.95, B: 0.93}, {E: 1.0, D: 0.8, ALL: 0.6, K(False, True, True, True): 0.7,
+    ({P: 0.9, D: 0.8, A: 0.95, B: 0.93}, {E: 1.0, D: 0.8, FOUR: 0.6, K(False, True, True, True): 0.7,
                                            K(True, False, True, True): 0.8, PDB: 0.55, PDA: 0.62}, PDB),
 ]
 
 
-@pytest.mark.parametrize("alone, second, choice", PHASES)
-def test_the_winners_union_and_its_neighbours_are_timed_beside_eager_and_the_best_single(monkeypatch, alone, second,
-                                                                                          choice):
+S = K(False, False, False, False, True)  # the fused step alone
+DBS, PBS = K(False, True, False, True, True), K(True, False, False, True, True)
+PDS, PDBS = K(True, True, False, False, True), K(True, True, False, True, True)
+# the same, where the fused step can run the model (five kernels)
+PHASES_STEP = [
+    # machine E with the step (docs/results.md): four winners; the union less packed (the step's own products
+    # serve every decode step) is fastest
+    ({P: 0.91, D: 0.80, A: 0.99, B: 0.91, S: 0.75}, {E: 1.0, S: 0.75, PDBS: 0.60, DBS: 0.58, PBS: 0.70, PDS: 0.62,
+                                                    PDB: 0.66, ALL: 0.61}, DBS),
+    # the step the only winner: it beside each other kernel
+    ({P: 1.1, D: 1.0, A: 1.0, S: 0.8}, {E: 1.02, S: 0.81, K(True, False, False, False, True): 0.82,
+                                        K(False, True, False, False, True): 0.78,
+                                        K(False, False, True, False, True): 0.80,
+                                        K(False, False, False, True, True): 0.83}, K(False, True, False, False, True)),
+]
+
+
+@pytest.mark.parametrize("possible, alone, second, choice", [(FOUR, *p) for p in PHASES] +
+                         [(ALL, *p) for p in PHASES_STEP])
+def test_the_winners_union_and_its_neighbours_are_timed_beside_eager_and_the_best_single(monkeypatch, possible, alone,
+                                                                                          second, choice):
     """Eager and each kernel alone are timed first; where one or more beat eager by more than MARGIN, their union,
     the union less each one (with three winners, every combination of them) and the union plus each kernel that lost
     alone are timed in a second phase beside eager and the best of them alone, and the first phase's other times are
-    put on that phase's scale (eager 1.0 -> 1.02)."""
+    put on that phase's scale (eager 1.0 -> 1.02). A kernel that is not possible (the fused step on a model it
+    cannot run) is never timed."""
     calls = []
 
     def fake(model, rows, combos, decoding_with):
         calls.append(list(combos))
-        times = {E: 1.0, B: 1.0, **alone} if len(calls) == 1 else {k: second[k] for k in combos}  # B: no gain
-        return {k: (t,) for k, t in times.items()}  # one round each
+        times = {**{k: 1.0 for k in combos}, **alone} if len(calls) == 1 else {k: second[k] for k in combos}
+        return {k: (t,) for k, t in times.items()}  # one round each; a kernel not in `alone`: no gain
 
     monkeypatch.setattr(kernel_choice, "_timed", fake)
-    timings, _ = kernel_choice.measure(None, 8, ALL, None)
-    assert calls[0] == [E, *kernel_choice.SINGLES]
+    timings, _ = kernel_choice.measure(None, 8, possible, None)
+    singles = [k for k in kernel_choice.SINGLES if possible.step or not k.step]
+    assert calls[0] == [E, *singles]
     assert kernel_choice.choose(timings) == choice
+    first = {**{k: 1.0 for k in calls[0]}, **alone}
     if second is None:
-        assert len(calls) == 1 and timings == {E: 1.0, B: 1.0, **alone}
+        assert len(calls) == 1 and timings == first
         return
     assert len(calls) == 2 and sorted(calls[1]) == sorted(second)  # eager, the best single, the union, neighbours
-    scale = second[E]
-    assert timings == pytest.approx({B: scale, **{k: t * scale for k, t in alone.items()}, **second})
+    assert timings == pytest.approx({**{k: t * second[E] for k, t in first.items()}, **second})
 
 
 def test_a_measurement_on_a_loaded_machine_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
@@ -209,7 +230,7 @@ def test_a_measurement_whose_rounds_disagree_is_used_but_not_cached(measured_mod
     monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: {E: (1.0, 1.9), D: (0.8, 0.82),
                                                                           A: (1.1, 1.1), P: (0.99, 1.0),
                                                                           B: (1.0, 1.01)})
-    timings, spread = kernel_choice.measure(None, 8, ALL, None)
+    timings, spread = kernel_choice.measure(None, 8, FOUR, None)
     assert timings == {E: 1.0, D: 0.8, A: 1.1, P: 0.99, B: 1.0} and spread == pytest.approx(0.9)
     monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.9))
     got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)

@@ -23,10 +23,11 @@ length of a rollout:
     with decode_attention(model):    # a one-token forward without gradients, in this thread: decode_attend
         ...
 
-None of the four changes what is sampled from: products and attention differ by float rounding (a log-prob by about
+None of the five changes what is sampled from: products and attention differ by float rounding (a log-prob by about
 1e-5) and the random stream is another one (a seeded run still repeats itself, but not `transformers.generate`'s
-draws). `resolve(setting, model) -> Kernels(pack, draw, attend, buffer)` says which a rollout uses
-(`GenerationConfig.cpu_decode`; `buffer`: kv_buffer.py's cache): `packed` all four, `eager` none, `auto`, for a
+draws). `resolve(setting, model) -> Kernels(pack, draw, attend, buffer, step)` says which a rollout uses
+(`GenerationConfig.cpu_decode`; `buffer`: kv_buffer.py's cache; `step`: fused_step.py's decode step, for a
+Llama-family float32 model): `packed` all five (the step where the model allows it), `eager` none, `auto`, for a
 model of at least `AUTO_MIN_PARAMS` parameters on a CPU, the combination measured fastest on this machine and this
 model's shapes (`kernel_choice.py`: the same kernels gained 2.07x on one Xeon and nothing on another;
 docs/results.md). The tiny model and the test models stay on eager PyTorch, and with it on the very random stream of
@@ -39,19 +40,19 @@ Likewise the decode attention: within the block the model's config names it (in 
 takes), and every call but a one-token forward without gradients from the entering thread goes on
 to `sdpa` itself; a model on another attention (eager, flash) is left on it. A layer that already has a forward
 of its own on the instance (a hook library's wrapper) is left as it is. Not here: GPU kernels, quantized weights,
-fusing layers, the KV cache written in place (kv_buffer.py, the fourth kernel `decoding_with` enters), a compiled
-step (`torch.compile` of the model's forward was tried and was slower
-after a long compile: docs/results.md).
+the KV cache written in place (kv_buffer.py, the fourth kernel `decoding_with` enters), fused layers (fused_step.py,
+the fifth), a compiled step (`torch.compile` of the model's forward was tried and was slower after a long compile:
+docs/results.md).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from typing import Callable, Iterator
 
 import torch
 
+from . import packing
 from .kernel_choice import EAGER, Kernels, chosen
 
 AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5 M
@@ -68,7 +69,7 @@ def resolve(setting: str, model, rows: int = 16) -> Kernels:
     if setting == "eager" or first is None or first.device.type != "cpu":
         return EAGER
     if setting == "packed":
-        return _possible()
+        return _possible(model)
     found = _measured(model, rows)
     return found.kernels if found else EAGER
 
@@ -82,17 +83,19 @@ def auto_choice(setting: str, model, rows: int) -> str | None:
     return found.describe() if found else None
 
 
-def _possible() -> Kernels:
-    """Every kernel this torch build can run (packing needs oneDNN's linear)."""
-    return Kernels(torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise"), True, True,
-                   True)
+def _possible(model) -> Kernels:
+    """Every kernel this torch build can run on `model` (packing needs oneDNN's linear; the fused step a
+    Llama-family float32 model, fused_step.supports)."""
+    from .fused_step import supports
+
+    return Kernels(packing.possible(), True, True, True, supports(model) is None)
 
 
 def _measured(model, rows: int):
     """`auto`'s measured choice for a CPU model (kernel_choice.Chosen), or None under the size floor."""
     if sum(p.numel() for p in model.parameters()) < AUTO_MIN_PARAMS:
         return None
-    return chosen(model, rows, _possible(), decoding_with)
+    return chosen(model, rows, _possible(model), decoding_with)
 
 
 def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
@@ -137,7 +140,7 @@ def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Line
         for layer in model.modules():
             if type(layer) is not torch.nn.Linear or "forward" in layer.__dict__ or not choose(layer, rows):
                 continue
-            layer.forward = _packed_forward(layer, _pack(layer.weight.detach(), rows),
+            layer.forward = _packed_forward(layer, packing.pack(layer.weight.detach(), rows),
                                             None if layer.bias is None else layer.bias.detach(), owner,
                                             ROW_LIMIT * rows)
             patched.append(layer)
@@ -148,44 +151,11 @@ def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Line
             del layer.forward
 
 
-def _pack(weight: torch.Tensor, rows: int) -> torch.Tensor:
-    """`weight` (out, in) in the blocked layout oneDNN's linear picks for `rows`-row products (what PyTorch's
-    compiler does to a frozen CPU model's weights); `to_mkldnn()` where this torch lacks that reorder (it copies the
-    weight in its plain layout, which oneDNN then reads as it is)."""
-    reorder = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None)
-    return reorder(weight, rows) if reorder is not None else weight.to_mkldnn()
-
-
-_WINS: dict[tuple, bool] = {}  # (in, out, bias, dtype, rows, threads) -> packing_wins' answer, for this process
-
-
 def packing_wins(layer: torch.nn.Linear, rows: int, rounds: int = 3) -> bool:
-    """Whether a `rows`-row product with `layer`'s shape is faster packed (`_pack`) than through `F.linear`, timed
-    on this machine once per process and shape: `rounds` interleaved rounds of each on random inputs, the best of
-    each, packed kept only when it beats eager by more than kernel_choice's MARGIN. (On machine E, at 32 rows,
-    SmolLM2's key and value products, 576 -> 192, ran 0.87x packed while its others gained 1.1-2.2x.)"""
-    from .kernel_choice import MARGIN
-
-    w = layer.weight.detach()
-    key = (w.shape[1], w.shape[0], layer.bias is not None, w.dtype, rows, torch.get_num_threads())
-    if key not in _WINS:
-        x = torch.randn(rows, w.shape[1], dtype=w.dtype, generator=torch.Generator().manual_seed(0))  # not the
-        #     global stream: a seeded run samples the same whether or not this process had timed the shape yet
-        b = None if layer.bias is None else layer.bias.detach()
-        packed = _pack(w, rows)
-        reps = max(2, min(200, int(2e7 / (2 * rows * w.shape[0] * w.shape[1]))))  # about 0.2 ms of work or more
-        best = [float("inf"), float("inf")]
-        with torch.no_grad():
-            for _ in range(rounds):
-                for i, run in enumerate((lambda: torch.nn.functional.linear(x, w, b),
-                                         lambda: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], ""))):
-                    run()
-                    t = time.perf_counter()
-                    for _ in range(reps):
-                        run()
-                    best[i] = min(best[i], time.perf_counter() - t)
-        _WINS[key] = best[1] < best[0] * (1 - MARGIN)
-    return _WINS[key]
+    """Whether a `rows`-row product with `layer`'s shape is faster packed than through `F.linear` (`packing.wins` on
+    its weight and bias, timed once per process and shape). (On machine E, at 32 rows, SmolLM2's key and value products,
+    576 -> 192, ran 0.87x packed while its others gained 1.1-2.2x.)"""
+    return packing.wins(layer.weight.detach(), None if layer.bias is None else layer.bias.detach(), rows, rounds)
 
 
 def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None, owner: int,
@@ -196,7 +166,7 @@ def _packed_forward(layer: torch.nn.Linear, weight: torch.Tensor, bias: torch.Te
         if (torch.is_grad_enabled() or threading.get_ident() != owner or x.dtype != layer.weight.dtype
                 or x.numel() > most_rows * x.shape[-1]):
             return plain(x)
-        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")  # dense in, dense out
+        return packing.linear(x, weight, bias)
 
     return forward
 
@@ -265,10 +235,16 @@ def decoding(setting: str, model, rows: int = 16) -> Iterator:
 @contextlib.contextmanager
 def decoding_with(kernels: Kernels, model, rows: int = PACK_ROWS) -> Iterator:
     """Within the block, `model`'s linear layers packed (for products of about `rows` rows), its one-token attention
-    on `decode_attend` and this thread's rollouts on buffered KV caches (kv_buffer.py) where `kernels` says; yields
-    the `draw` to sample with (`decode.sample_kept`'s; None = `torch.multinomial`)."""
+    on `decode_attend`, this thread's rollouts on buffered KV caches (kv_buffer.py) and their decode steps on the
+    fused step (fused_step.py) where `kernels` says; yields the `draw` to sample with (`decode.sample_kept`'s; None
+    = `torch.multinomial`). Where the fused step runs, the layers are not packed as well: every decode step goes
+    through the step's own copies, and a second copy of the weights would serve only prompts' passes, which are
+    longer than packed layers serve."""
+    from .fused_step import stepping, supports
+
+    step = kernels.step and supports(model) is None
     with contextlib.ExitStack() as stack:
-        if kernels.pack:
+        if kernels.pack and not step:
             stack.enter_context(packed_linears(model, rows))
         if kernels.attend:
             stack.enter_context(decode_attention(model))
@@ -276,4 +252,6 @@ def decoding_with(kernels: Kernels, model, rows: int = PACK_ROWS) -> Iterator:
             from .kv_buffer import buffering  # transformers' cache classes: imported where a rollout uses them
 
             stack.enter_context(buffering())
+        if step:
+            stack.enter_context(stepping(model, rows))
         yield draw if kernels.draw else None

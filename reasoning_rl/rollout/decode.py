@@ -119,8 +119,9 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         cache, mask = past[0], torch.cat([past[1].to(attention_mask.dtype), attention_mask], dim=1)
     else:
         cache, mask = DynamicCache(config=model.config), attention_mask
-    from . import kv_buffer
+    from . import fused_step, kv_buffer
 
+    step = fused_step.active(model)  # cpu_decode's fifth kernel: the decode steps as fused operations, or None
     if kv_buffer.active():  # cpu_decode's fourth kernel: room for every step's keys and values, kept from the start
         cache = kv_buffer.buffered(cache, max_tokens)
     pos = (mask.long().cumsum(-1) - 1)[:, mask.shape[1] - input_ids.shape[1]:]  # (P, Tp): padding does not shift
@@ -159,9 +160,12 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
             alive, nxt, mask, pos = alive[live], nxt[live], mask[live], pos[live]
         pos = pos + 1
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-        out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=pos.unsqueeze(-1),
-                    use_cache=True, **{kw: cache})
-        logits = out.logits[:, -1, :]
+        if step is not None:
+            logits = step(nxt, mask, pos, cache)  # (b, V)
+        else:
+            out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=pos.unsqueeze(-1),
+                        use_cache=True, **{kw: cache})
+            logits = out.logits[:, -1, :]
     if keep:  # the rows still generating at the last step
         for j, c in zip(alive.tolist(), _row_caches(cache, mask, torch.arange(len(alive), device=dev))):
             kept[j] = c

@@ -2,7 +2,8 @@
 own shapes, once.
 
 The same kernels (cpu_kernels.py: prepacked oneDNN products, one uniform draw per token, the decode attention;
-kv_buffer.py: keys and values written in place, not concatenated) gained 2.07x on one 2-core Xeon and nothing on
+kv_buffer.py: keys and values written in place, not concatenated; fused_step.py: a Llama-family decode step as a
+dozen operations on fused weights, where the model is one it can run) gained 2.07x on one 2-core Xeon and nothing on
 another of the same family (docs/results.md); a rule written from the model's size and dtype cannot know which
 machine it is on. So `auto` times a short rollout of the model itself (`STEPS` decode steps after `CONTEXT` cached
 positions, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` times interleaved, then the union of
@@ -51,6 +52,8 @@ class Kernels(NamedTuple):
     draw: bool  # one uniform per sampled token (`cpu_kernels.draw`) instead of torch.multinomial
     attend: bool  # a decode step's attention as two batched products (`cpu_kernels.decode_attention`), not sdpa's
     buffer: bool = False  # keys and values written into room kept in the cache (`kv_buffer.py`), not concatenated
+    step: bool = False  # a Llama-family decode step as a dozen operations on fused weights (`fused_step.py`), not
+    #                     the model's forward (with it on, `pack` and `attend` no longer touch a decode step)
 
 MARGIN = 0.03  # a combination must beat eager by more than this share of eager's time to be chosen
 STEPS = 6  # decode steps timed per rollout
@@ -59,8 +62,9 @@ CONTEXT = 128  # positions already in each row's cache when the timed steps begi
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
-METHOD = 7  # part of the cache key: 7 also times the winners' union plus each kernel that lost alone (6 did not,
-#             and on E missed the attention beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
+METHOD = 8  # part of the cache key: 8 adds the fused step (a fifth kernel) where the model can run it; 7 also
+#             times the winners' union plus each kernel that lost alone (6 did not, and on E missed the attention
+#             beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
 #             where that wins (5 copied them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before
 #             the clock (4 copied it in on the clock, in the first timed step: 1.00 of eager where a rollout gains
 #             6%); 4 adds the KV buffer and times the winners' union and its neighbours; 3 every combination of at
@@ -70,7 +74,7 @@ N_KERNELS = len(Kernels._fields)
 EAGER = Kernels(*(False,) * N_KERNELS)
 CANDIDATES = tuple(Kernels(*bits) for bits in itertools.product((False, True), repeat=N_KERNELS))  # every combination
 SINGLES = tuple(Kernels(*(i == j for j in range(N_KERNELS))) for i in range(N_KERNELS))  # each kernel alone
-NAMES = ("packed", "draw", "attention", "buffer")  # as the log and the benches name each kernel
+NAMES = ("packed", "draw", "attention", "buffer", "step")  # as the log and the benches name each kernel
 
 
 def name_of(k: Kernels) -> str:
@@ -113,8 +117,9 @@ def choose(timings: dict, margin: float = MARGIN) -> Kernels:
 
 def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     """{combination: best seconds over ROUNDS} of a STEPS-step rollout of `rows` rows on `model`, each combination
-    entered by `decoding_with(kernels, model)` (cpu_kernels'). The four kernels replace four separate parts of a
-    decode step (the products, the draw, the attention, the cache's growth), so their savings mostly add up: eager
+    entered by `decoding_with(kernels, model)` (cpu_kernels'). The kernels replace separate parts of a decode step
+    (the products, the draw, the attention, the cache's growth; the fused step the layers' small operations and
+    fewer, larger products), so their savings mostly add up: eager
     and each kernel alone are timed first (interleaved); where one or more beat eager by more than MARGIN, the union
     of those winners and its neighbours (the union less one winner, where two or more remain: with three winners,
     every combination of them; the union plus one kernel that did not win alone, since two kernels can interact:
@@ -122,7 +127,7 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     sdpa down) are timed in a second phase, interleaved with eager and the best single kernel, so that the contest
     that decides (the best kernel alone against the combinations) is run within one phase: a machine whose load
     changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's
-    scale (times its eager's ratio). Seven rollouts a round at most. A kernel that is not `possible`
+    scale (times its eager's ratio). Eight rollouts a round at most. A kernel that is not `possible`
     here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
     measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
