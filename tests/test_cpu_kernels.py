@@ -1,5 +1,6 @@
 """The packed CPU kernels (rollout/cpu_kernels.py): the inverse-transform draw samples the distribution it is
-given and never a token of probability 0, its two-level search lands where one running sum would; prepacked
+given and never a token of probability 0, its two-level search lands where one running sum would, the decode
+loop hands it the sampling distribution (temperature, top-p, top-k); prepacked
 linear layers give the eager layers' outputs up to float rounding, only for a no-grad forward in the packing
 thread, and leave the model as it was; the decode attention is sdpa's up to float rounding, serves only one-token
 no-grad forwards of the entering thread, and puts the model back on sdpa; the engine on packed kernels keeps the
@@ -97,6 +98,32 @@ def test_the_two_level_search_draws_what_one_running_sum_draws(V, block, zeros, 
     assert probs[0, got] > 0
     if got != want:  # only where u * total falls within rounding of the running total where the two tokens meet
         assert abs(float(cdf[0, min(got, want)]) - float(x[0, 0])) < 1e-12 * float(cdf[0, -1]), (got, want)
+
+
+@pytest.mark.parametrize("temperature, top_p, top_k", [(1.0, 1.0, 0), (0.7, 1.0, 0), (1.0, 0.9, 0), (1.0, 1.0, 5)])
+def test_the_decode_loop_hands_the_draw_the_sampling_distribution(llama, temperature, top_p, top_k):
+    """decode.sample_kept gives `draw` weights in proportion to softmax(logits / T) (without truncation: exp of the
+    log-probs it records, no second softmax), the truncated softmax with top-p or top-k; the recorded log-prob is
+    log softmax(logits / T) of the token drawn."""
+    from reasoning_rl.rollout import decode
+
+    model, tok = llama
+    enc = tok(["3 plus 4 is"], return_tensors="pt")
+    seen = []
+
+    def greedy(weights):  # (b, V) -> (b,): records what the loop hands a draw
+        seen.append(weights.clone())
+        return weights.argmax(-1)
+
+    ids, logp, _, _ = decode.sample_kept(model, enc.input_ids, enc.attention_mask, 2, -1, temperature, top_p, top_k,
+                                         draw=greedy)
+    with torch.no_grad():
+        logits = model(torch.cat([enc.input_ids, ids[:, :1]], 1)).logits[0, -2:] / temperature  # (2, V): both steps
+    want = torch.softmax(decode._truncate(logits, top_p, top_k), -1)
+    got = torch.cat(seen)  # (2, V)
+    assert torch.allclose(got / got.sum(-1, keepdim=True), want, atol=1e-6), (got - want).abs().max()
+    assert ((got == 0) == (want == 0)).all()  # truncated tokens get no weight at all
+    assert torch.allclose(logp[0], torch.log_softmax(logits, -1).gather(-1, ids[0, :, None]).squeeze(-1), atol=1e-5)
 
 
 def test_packed_layers_match_eager_and_are_undone(llama, monkeypatch):

@@ -106,14 +106,16 @@ def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
     The search runs in two levels: the block of `block` tokens whose running total passes u * sum, then the token
     inside it, so only one block per row is summed token by token."""
     b, V = probs.shape
-    p = torch.nn.functional.pad(probs, (0, -V % block)).to(torch.float64).view(b, -1, block)  # (b, nb, block)
-    ends = p.sum(-1).cumsum(-1)  # (b, nb): the running total at each block's end
+    if V % block:
+        probs = torch.nn.functional.pad(probs, (0, -V % block))
+    p = probs.reshape(b, -1, block)  # (b, nb, block), the caller's dtype: only the one block searched is widened
+    ends = p.sum(-1, dtype=torch.float64).cumsum(-1)  # (b, nb): the running total at each block's end
     total = ends[:, -1:]  # (b, 1)
     x = torch.rand(b, 1, device=probs.device, dtype=ends.dtype) * total
     x = torch.minimum(x, torch.nextafter(total, torch.zeros_like(total)))  # u * total rounded up to total
     k = torch.searchsorted(ends, x, right=True)  # (b, 1): ends[k - 1] <= x < ends[k], so block k has mass
     start = torch.where(k > 0, ends.gather(1, (k - 1).clamp(min=0)), torch.zeros_like(x))  # (b, 1)
-    inner = p.gather(1, k.unsqueeze(-1).expand(b, 1, block)).squeeze(1).cumsum(-1)  # (b, block)
+    inner = p.gather(1, k.unsqueeze(-1).expand(b, 1, block)).squeeze(1).to(torch.float64).cumsum(-1)  # (b, block)
     y = torch.minimum(x - start, torch.nextafter(inner[:, -1:], torch.zeros_like(x)))  # inside the block's own sum
     return (k * block + torch.searchsorted(inner, y, right=True)).squeeze(-1)
 

@@ -139,10 +139,14 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
             nxt = logits.argmax(-1)
             lp = torch.log_softmax(logits, -1)
         else:
-            logits = logits / temperature
+            if temperature != 1.0:
+                logits = logits / temperature
             lp = torch.log_softmax(logits, -1)
-            probs = torch.softmax(_truncate(logits, top_p, top_k), -1)
-            nxt = torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)  # (b,)
+            if draw is not None and top_p >= 1.0 and not top_k:  # the draw takes weights in proportion: exp(lp)
+                nxt = draw(lp.exp())  # (b,): one pass over the logits in place of softmax's three
+            else:  # torch.multinomial on softmax's probabilities, as `generate` draws
+                probs = torch.softmax(_truncate(logits, top_p, top_k), -1)
+                nxt = torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)  # (b,)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
         done = torch.isin(nxt, eos)
