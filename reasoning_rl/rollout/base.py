@@ -29,8 +29,9 @@ class SamplingConfig(GenerationConfig):
     seed: int | None = knob(None, "sampling seed (None = not reseeded)")
     chat: bool = knob(False, "apply the tokenizer's chat template to each prompt")
     share_prefill: bool = knob(True, "hf engine: run each prompt through the model once for all its samples and copy "
-                                     "its cache (the same tokens, log-probs equal up to float noise); off = every "
-                                     "sample its own prompt pass")
+                                     "its cache, and a prefix every prompt of a batch begins with (a system prompt, "
+                                     "16 tokens or more) once for all of them (the same tokens, log-probs equal up "
+                                     "to float noise); off = every sample its own prompt pass")
     reuse_turn_cache: bool = knob(True, "hf engine, multi-turn episodes: keep each episode's KV cache from one turn "
                                         "to the next and run only the new tokens (the observation) through the "
                                         "model (log-probs equal up to float noise); off = every turn re-encodes "

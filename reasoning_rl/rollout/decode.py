@@ -15,7 +15,12 @@ what its live rows cost.
 
 A group's samples share their prompt, so the prompt is run through the model once and its cache
 copied `repeats` times (`Cache.batch_repeat_interleave`): on a real model the prompt's forward pass is
-most of a short rollout's compute, and this divides it by the group size.
+most of a short rollout's compute, and this divides it by the group size. With `share`, a prefix every
+prompt of the batch begins with (a chat template's system prompt, a task's instructions: `shared_prefix`, at least
+MIN_SHARED tokens) is run once, for one row, its cache copied to every prompt, and only the rest of each prompt
+runs after it: each row's positions are then [prefix] [padding] [its own tokens], the padding masked
+out and the positions counted over real tokens only, so every token sees the same keys at the same positions as
+in one left-padded pass (logits equal up to float rounding).
 
 logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
 rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
@@ -29,13 +34,14 @@ the last) and hands back, next turn, the part still valid as a left-padded batch
 tokens (the last sampled one, the observation) are run through the model.
 
 Not here: stop strings (the engine falls back to `generate` for those), beam search,
-speculative decoding, or prefixes shared between different prompts (a system prompt).
+speculative decoding, a shared prefix's keys read once per step for all the rows that share it (each row holds
+its copy).
 """
 from __future__ import annotations
 
 import torch
 
-from ..models.cache import cache_argument
+from ..models.cache import cache_argument, reusable
 
 
 def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
@@ -82,30 +88,51 @@ def continue_cache(model, rows: list[RowCache | None], keep: list[int]):
 
 
 def _row_caches(cache, mask: torch.Tensor, rows: torch.Tensor) -> list[RowCache]:
-    """Rows `rows` of a batch cache, each over its real (unpadded: left padding only) positions, copied out."""
+    """Rows `rows` of a batch cache, each over its real positions (where mask is 1: after left padding, and around
+    the padding between a shared prefix and the row's own tokens), copied out."""
     out = []
     for j in rows.tolist():
-        n = int(mask[j].sum())
-        out.append([(x.keys[j, :, -n:].clone(), x.values[j, :, -n:].clone()) if n else None for x in cache.layers])
+        real = mask[j].nonzero().squeeze(-1)  # (n,)
+        out.append([(x.keys[j].index_select(1, real), x.values[j].index_select(1, real)) if len(real) else None
+                    for x in cache.layers])
     return out
 
 
+MIN_SHARED = 16  # a prefix every prompt of a batch shares is run once from this many tokens (sample_kept's share)
+
+
+def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """How many leading real tokens every row of a left-padded batch has in common, at most the shortest row's
+    length - 1 (each row keeps a token of its own, the one its next token's logits come from); 0 for one row or
+    rows not left-padded. input_ids, attention_mask: (P, T)."""
+    P, T = input_ids.shape
+    lengths = attention_mask.long().sum(-1)  # (P,)
+    n = int(lengths.min()) - 1 if P > 1 else 0
+    if n < 1 or not bool((attention_mask[:, 1:] >= attention_mask[:, :-1]).all()):  # padding not all on the left
+        return 0
+    cols = (T - lengths)[:, None] + torch.arange(n, device=input_ids.device)  # (P, n): each row's first n tokens
+    tokens = input_ids.gather(1, cols)  # (P, n)
+    differs = (tokens != tokens[:1]).any(0)  # (n,)
+    return int(differs.nonzero()[0, 0]) if bool(differs.any()) else n
+
+
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
-           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None
-           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+           temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None,
+           share: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ids, logp, lengths, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
-                                        top_k, repeats, draw=draw)
+                                        top_k, repeats, draw=draw, share=share)
     return ids, logp, lengths
 
 
 @torch.no_grad()
 def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, past=None,
-                keep: bool = False, draw=None):
+                keep: bool = False, draw=None, share: bool = False):
     """`sample`, continuing `past` (a `continue_cache` result: the input follows it) when given, and with `keep`
     each row's cache at its end (`RowCache`: the input's real positions and every sampled token but the last);
     -> ids, logp, lengths, caches (None without keep). `draw`: probs (b, V) -> (b,) token ids, in place of
-    `torch.multinomial` (cpu_kernels.draw)."""
+    `torch.multinomial` (cpu_kernels.draw). `share`: a prefix all the prompts begin with runs once (the module's
+    docstring; not with `past`, and only where every layer's cache is plain full attention)."""
     from transformers import DynamicCache
 
     B, dev = input_ids.shape[0] * repeats, input_ids.device
@@ -119,13 +146,24 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         cache, mask = past[0], torch.cat([past[1].to(attention_mask.dtype), attention_mask], dim=1)
     else:
         cache, mask = DynamicCache(config=model.config), attention_mask
+    kw = cache_argument(model)
+    c = shared_prefix(input_ids, attention_mask) if share and past is None and reusable(model) else 0
+    if c >= MIN_SHARED:  # the prefix once, its cache copied to every prompt; the input becomes each one's rest
+        P, T = input_ids.shape
+        rest = attention_mask.long().sum(-1) - c  # (P,) each prompt's tokens after the prefix
+        S = int(rest.max())
+        model(input_ids=input_ids[:1, T - c - int(rest[0]):T - int(rest[0])], use_cache=True, logits_to_keep=1,
+              position_ids=torch.arange(c, device=dev)[None], **{kw: cache})  # (1, c): no padding in it
+        cache.batch_repeat_interleave(P)
+        input_ids = input_ids[:, T - S:]  # (P, S): each row's rest right-aligned, what precedes it masked out
+        attention_mask = (torch.arange(S, device=dev) >= S - rest[:, None]).to(attention_mask.dtype)  # (P, S)
+        mask = torch.cat([attention_mask.new_ones(P, c), attention_mask], dim=1)  # (P, c + S)
     from . import fused_step, kv_buffer
 
     step = fused_step.active(model)  # cpu_decode's fifth kernel: the decode steps as fused operations, or None
     if kv_buffer.active():  # cpu_decode's fourth kernel: room for every step's keys and values, kept from the start
         cache = kv_buffer.buffered(cache, max_tokens)
     pos = (mask.long().cumsum(-1) - 1)[:, mask.shape[1] - input_ids.shape[1]:]  # (P, Tp): padding does not shift
-    kw = cache_argument(model)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos.clamp(min=0), use_cache=True,
                 logits_to_keep=1, **{kw: cache})
     logits = out.logits[:, -1, :]  # (P, V)

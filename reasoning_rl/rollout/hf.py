@@ -98,7 +98,7 @@ class HFEngine:
         with cpu_kernels.decoding(sampling.cpu_decode, model, len(seqs)) as draw:
             out, logp, lengths, caches = decode.sample_kept(
                 model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
-                top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw)
+                top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw, share=sampling.share_prefill)
         result = [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
         if reuse:  # each row's cache covers its ids and every sampled token but the last
             for k, s, (ids, _), c in zip(keys, seqs, result, caches):
@@ -130,7 +130,8 @@ class HFEngine:
         eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
         if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
             ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
-                                             eos, s.temperature, s.top_p, s.top_k, repeats=n, draw=draw)
+                                             eos, s.temperature, s.top_p, s.top_k, repeats=n, draw=draw,
+                                             share=s.share_prefill)
             result = []
             for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
                 row, row_lp = row[:n], row_lp[:n]
