@@ -17,24 +17,14 @@ import torch
 from reasoning_rl.rollout import decode, fused_step, kv_buffer
 from reasoning_rl.rollout.cpu_kernels import Kernels, decoding_with
 
-from .helpers.hf_model import build_hf_model
+from .helpers.hf_model import biased_decoder
 
 CORPUS = [f"{a} plus {b} is {a + b}." for a in range(20) for b in range(20)]
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
 def model_tok(request, tmp_path_factory):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = build_hf_model(tmp_path_factory.mktemp(request.param), CORPUS, vocab_size=400, arch=request.param)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    with torch.no_grad():  # qwen2's q/k/v biases start at zero: give them values, so a misplaced one shows
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.5)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.padding_side = "left"
-    return model, tok
+    return biased_decoder(tmp_path_factory.mktemp(request.param), CORPUS, request.param)
 
 
 def prompts(tok):

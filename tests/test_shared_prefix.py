@@ -14,7 +14,7 @@ import torch
 
 from reasoning_rl.rollout import HFEngine, PromptRow, SamplingConfig, decode, fused_step, kv_buffer
 
-from .helpers.hf_model import build_hf_model
+from .helpers.hf_model import biased_decoder
 
 CORPUS = [f"{a} plus {b} is {a + b}." for a in range(20) for b in range(20)]
 PREFIX = "0 plus 0 is 0. 1 plus 1 is 2. 2 plus 2 is 4. 3 plus 3 is 6. "  # a "system prompt" of 20+ tokens
@@ -47,17 +47,7 @@ def test_rows_padded_on_the_right_share_nothing():
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])
 def model_tok(request, tmp_path_factory):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = build_hf_model(tmp_path_factory.mktemp(request.param), CORPUS, vocab_size=400, arch=request.param)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    with torch.no_grad():  # qwen2's q/k/v biases start at zero: give them values, so a misplaced one shows
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0, 0.5)
-    tok = AutoTokenizer.from_pretrained(folder)
-    tok.padding_side = "left"
-    return model, tok
+    return biased_decoder(tmp_path_factory.mktemp(request.param), CORPUS, request.param)
 
 
 @pytest.fixture

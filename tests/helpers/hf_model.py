@@ -61,3 +61,20 @@ def build_hf_model(out: Path, corpus: list[str], vocab_size: int = 400, hidden: 
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def biased_decoder(out: Path, corpus: list[str], arch: str):
+    """A small `arch` model and its tokenizer loaded back from `build_hf_model`, eval mode, left padding, every
+    bias drawn from N(0, 0.5) (qwen2's q/k/v biases start at zero: a misplaced one would not show)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = build_hf_model(out, corpus, vocab_size=400, arch=arch)
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.5)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.padding_side = "left"
+    return model, tok
