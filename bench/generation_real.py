@@ -7,7 +7,8 @@ and both against the bounds this machine sets, measured in the same run.
 Every engine gets the same prompts (word problems through the chat template), the same batch (prompts x n
 samples), temperature 1, the same max tokens and end tokens. Tokens are counted up to and including each
 sample's end-of-turn token; `generate` keeps computing finished rows until the last one ends, the `hf`
-engine drops them (rollout/decode.py) and runs each prompt once for its n samples.
+engine drops them (rollout/decode.py) and runs each prompt once for its n samples (and the chat template's
+system prompt, which every prompt begins with, once for all of them).
 
 Four rows: the `hf` engine as a run uses it (`generation.cpu_decode=auto`: the combination of prepacked oneDNN
 products, one uniform draw per token and the decode attention measured fastest here, rollout/kernel_choice.py),
@@ -24,7 +25,8 @@ measurements:
   are not computed) and each prompt's last position the output layer once (attention left out); time >= FLOPs /
   matmul FLOP/s, with FLOP/s of a (rows x hidden) @ (hidden x 4 hidden) matmul, the faster of eager PyTorch's
   and a oneDNN-prepacked weight's, at rows = the batch for generated tokens and rows = the prompts' tokens for
-  theirs. The prompts are counted once each (the least any engine can run).
+  theirs. The prompts are counted once each, and the tokens they all begin with (the chat template's system
+  prompt) once for all (the least any engine can run; the `hf` engine runs them so, decode.py's `share`).
 Tokens/s bound = the job's generated tokens / the larger time. Printed beside it, the bound earlier stops printed:
 generated tokens only, every row live at every step (batch x bandwidth / weight bytes; FLOP/s / (2 x parameters)).
 The smaller of the two binds; each engine's share of it is printed. One run is noisy: read the ratios.
@@ -188,7 +190,7 @@ def main() -> None:
     from reasoning_rl.config.sections import Config
     from reasoning_rl.models.device import resolve_threads
     from reasoning_rl.models.load import load_policy
-    from reasoning_rl.rollout import HFEngine, SamplingConfig
+    from reasoning_rl.rollout import HFEngine, SamplingConfig, decode
     from reasoning_rl.rollout.base import stop_ids
     from reasoning_rl.rollout import cpu_kernels
     from reasoning_rl.task.embedded.arithmetic import make_rows
@@ -253,7 +255,10 @@ def main() -> None:
             print(f"vllm (CPU build): {notes['vllm (CPU build)']}")
     bw = copy_bandwidth(torch)
     flops, way = matmul_flops(torch, batch, model.config.hidden_size, model.dtype)
-    prompt_tokens = int(tok(prompts, padding=True, return_tensors="pt")["attention_mask"].sum())
+    enc = tok(prompts, padding=True, return_tensors="pt")  # left-padded, as the engine pads them
+    shared = decode.shared_prefix(enc["input_ids"], enc["attention_mask"])
+    shared = shared if shared >= decode.MIN_SHARED else 0  # the tokens every prompt begins with, run once
+    prompt_tokens = int(enc["attention_mask"].sum()) - shared * (a.prompts - 1)
     prefill_flops, _ = matmul_flops(torch, prompt_tokens, model.config.hidden_size, model.dtype, rounds=10)
     embedding = model.get_input_embeddings().weight.numel()
     decode_work = 2 * job["generated"] * params
@@ -267,7 +272,8 @@ def main() -> None:
           f"{torch.get_num_threads()} threads; batch {a.prompts} prompts x {a.n} samples, <= {a.tokens} tokens; "
           f"the hf engine's default kernels here (generation.cpu_decode=auto, measured): "
           f"{cpu_kernels.resolve('auto', model, batch)}")
-    print(f"job: {a.prompts} prompts of {prompt_tokens} tokens in all, {job['generated']} tokens generated, the "
+    print(f"job: {a.prompts} prompts of {prompt_tokens} tokens in all (the {shared} they begin with counted once), "
+          f"{job['generated']} tokens generated, the "
           f"longest {job['longest']}: {job['longest']} forward passes, {job_flops / 1e9:.0f} GFLOP")
     print(f"bounds: memory {bw / 1e9:.1f} GB/s copy -> {mem_s:.2f} s, {mem_bound:.0f} tokens/s; compute "
           f"{flops / 1e9:.0f} GFLOP/s matmul at {batch} rows ({way}), {prefill_flops / 1e9:.0f} at {prompt_tokens} "

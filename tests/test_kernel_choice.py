@@ -166,20 +166,32 @@ PHASES = [
 
 
 S = K(False, False, False, False, True)  # the fused step alone
-DBS, PBS = K(False, True, False, True, True), K(True, False, False, True, True)
-PDS, PDBS = K(True, True, False, False, True), K(True, True, False, True, True)
+DBS, BS, DS = K(False, True, False, True, True), K(False, False, False, True, True), K(False, True, False, False, True)
 # the same, where the fused step can run the model (five kernels)
 PHASES_STEP = [
-    # machine E with the step (docs/results.md): four winners; the union less packed (the step's own products
-    # serve every decode step) is fastest
-    ({P: 0.91, D: 0.80, A: 0.99, B: 0.91, S: 0.75}, {E: 1.0, S: 0.75, PDBS: 0.60, DBS: 0.58, PBS: 0.70, PDS: 0.62,
-                                                    PDB: 0.66, ALL: 0.61}, DBS),
-    # the step the only winner: it beside each other kernel
-    ({P: 1.1, D: 1.0, A: 1.0, S: 0.8}, {E: 1.02, S: 0.81, K(True, False, False, False, True): 0.82,
-                                        K(False, True, False, False, True): 0.78,
-                                        K(False, False, True, False, True): 0.80,
-                                        K(False, False, False, True, True): 0.83}, K(False, True, False, False, True)),
+    # machine E with the step (docs/results.md): four winners. Beside the step, packed and attention change no
+    # decode step, so the union (packed + draw + buffer + step), the union plus attention and the union less packed
+    # are one combination, draw + buffer + step, timed once; less draw or less buffer, the step with the other;
+    # less the step, packed + draw + buffer
+    ({P: 0.91, D: 0.80, A: 0.99, B: 0.91, S: 0.75}, {E: 1.0, S: 0.75, DBS: 0.58, BS: 0.70, DS: 0.62, PDB: 0.66}, DBS),
+    # the step the only winner: it beside each other kernel; beside packed or attention it is the step alone
+    ({P: 1.1, D: 1.0, A: 1.0, S: 0.8}, {E: 1.02, S: 0.81, DS: 0.78, BS: 0.83}, DS),
 ]
+
+
+# (a combination, as a rollout runs it): beside the fused step, packed and attention change no decode step
+EFFECTIVE = [
+    (ALL, DBS),  # all five: the step's own products and attention serve every decode step
+    (K(True, False, True, False, True), S),  # packed + attention + step: the step alone
+    (DS, DS),  # nothing to drop
+    (K(True, True, True, True, False), K(True, True, True, True, False)),  # no step: each kernel has its part
+    (E, E),
+]
+
+
+@pytest.mark.parametrize("kernels, runs", EFFECTIVE)
+def test_a_combination_with_the_step_runs_without_packed_and_attention(kernels, runs):
+    assert kernel_choice.effective(kernels) == runs
 
 
 @pytest.mark.parametrize("possible, alone, second, choice", [(FOUR, *p) for p in PHASES] +

@@ -62,7 +62,8 @@ CONTEXT = 128  # positions already in each row's cache when the timed steps begi
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
-METHOD = 8  # part of the cache key: 8 adds the fused step (a fifth kernel) where the model can run it; 7 also
+METHOD = 9  # part of the cache key: 9 times a combination with the step without packed and attention (unused
+#             beside it: `effective`); 8 adds the fused step (a fifth kernel) where the model can run it; 7 also
 #             times the winners' union plus each kernel that lost alone (6 did not, and on E missed the attention
 #             beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
 #             where that wins (5 copied them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before
@@ -127,7 +128,8 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     sdpa down) are timed in a second phase, interleaved with eager and the best single kernel, so that the contest
     that decides (the best kernel alone against the combinations) is run within one phase: a machine whose load
     changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's
-    scale (times its eager's ratio). Eight rollouts a round at most. A kernel that is not `possible`
+    scale (times its eager's ratio). Eight rollouts a round at most; a combination with the fused step is timed as
+    it runs (`effective`: without packed and attention, which it does not use). A kernel that is not `possible`
     here (no oneDNN) is left out. With the timings, the rounds' spread: a process that started or stopped during the
     measurement shows as rounds of one combination that disagree."""
     singles = [EAGER, *(k for k in SINGLES if all(p or not on for on, p in zip(k, possible)))]
@@ -138,8 +140,9 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     if not winners or (len(winners) == 1 and not losers):
         return Measured(first, _spread(rounds))
     best_single = min(winners, key=first.get)
-    combos = [union(ws) for ws in [winners, *(itertools.combinations(winners, len(winners) - 1)
-                                              if len(winners) > 2 else ()), *([*winners, k] for k in losers)]]
+    groups = [winners, *(itertools.combinations(winners, len(winners) - 1) if len(winners) > 2 else ()),
+              *([*winners, k] for k in losers)]
+    combos = [effective(union(ws)) for ws in groups]
     combos = [k for k in dict.fromkeys(combos) if k not in (EAGER, best_single)]
     again = _timed(model, rows, [EAGER, best_single, *combos], decoding_with)
     second = {k: min(ts) for k, ts in again.items()}
@@ -150,6 +153,13 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
 def union(kernels) -> Kernels:
     """The combination that runs every kernel any of `kernels` runs."""
     return Kernels(*(any(k[i] for k in kernels) for i in range(N_KERNELS)))
+
+
+def effective(k: Kernels) -> Kernels:
+    """`k` as a rollout runs it: with the fused step on, `pack` and `attend` touch no decode step (the step has its
+    own products, packed per shape where that wins, and its own attention; a prompt's pass is longer than either
+    serves), so they are dropped, and combinations that differ only there are timed once."""
+    return k._replace(pack=False, attend=False) if k.step else k
 
 
 def _spread(rounds: dict) -> float:
