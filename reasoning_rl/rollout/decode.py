@@ -116,6 +116,40 @@ def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
     return int(differs.nonzero()[0, 0]) if bool(differs.any()) else n
 
 
+def _run_shared_prefix(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache, kw: str
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the left-padded prompts (P, T) all begin with the same MIN_SHARED tokens or more, run those once for
+    one row into `cache` and copy it to every prompt: -> each prompt's rest (P, S), right-aligned, and the mask over
+    the cache and the rest (P, c + S; what precedes a row's rest is masked out). Else the prompts and their mask as
+    they came, the cache untouched."""
+    c = shared_prefix(input_ids, attention_mask)
+    if c < MIN_SHARED:
+        return input_ids, attention_mask
+    (P, T), dev = input_ids.shape, input_ids.device
+    rest = attention_mask.long().sum(-1) - c  # (P,) each prompt's tokens after the prefix
+    S, r0 = int(rest.max()), int(rest[0])
+    model(input_ids=input_ids[:1, T - c - r0:T - r0], position_ids=torch.arange(c, device=dev)[None], use_cache=True,
+          logits_to_keep=1, **{kw: cache})  # (1, c): row 0's prefix, no padding in it
+    cache.batch_repeat_interleave(P)
+    mine = (torch.arange(S, device=dev) >= S - rest[:, None]).to(attention_mask.dtype)  # (P, S)
+    return input_ids[:, T - S:], torch.cat([mine.new_ones(P, c), mine], dim=1)
+
+
+def _next_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, draw
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits (b, V) -> the next token of each row (b,) and log softmax(logits / T) (b, V), the log-probs recorded
+    (greedy at T = 0: the argmax and the raw log-softmax)."""
+    if temperature == 0:
+        return logits.argmax(-1), torch.log_softmax(logits, -1)
+    if temperature != 1.0:
+        logits = logits / temperature
+    lp = torch.log_softmax(logits, -1)
+    if draw is not None and top_p >= 1.0 and not top_k:  # the draw takes weights in proportion: exp(lp)
+        return draw(lp.exp()), lp  # one pass over the logits in place of softmax's three
+    probs = torch.softmax(_truncate(logits, top_p, top_k), -1)  # torch.multinomial on these, as `generate` draws
+    return (torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)), lp
+
+
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None,
            share: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -147,17 +181,8 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     else:
         cache, mask = DynamicCache(config=model.config), attention_mask
     kw = cache_argument(model)
-    c = shared_prefix(input_ids, attention_mask) if share and past is None and reusable(model) else 0
-    if c >= MIN_SHARED:  # the prefix once, its cache copied to every prompt; the input becomes each one's rest
-        P, T = input_ids.shape
-        rest = attention_mask.long().sum(-1) - c  # (P,) each prompt's tokens after the prefix
-        S = int(rest.max())
-        model(input_ids=input_ids[:1, T - c - int(rest[0]):T - int(rest[0])], use_cache=True, logits_to_keep=1,
-              position_ids=torch.arange(c, device=dev)[None], **{kw: cache})  # (1, c): no padding in it
-        cache.batch_repeat_interleave(P)
-        input_ids = input_ids[:, T - S:]  # (P, S): each row's rest right-aligned, what precedes it masked out
-        attention_mask = (torch.arange(S, device=dev) >= S - rest[:, None]).to(attention_mask.dtype)  # (P, S)
-        mask = torch.cat([attention_mask.new_ones(P, c), attention_mask], dim=1)  # (P, c + S)
+    if share and past is None and reusable(model):  # a prefix all the prompts begin with, run once (if any)
+        input_ids, mask = _run_shared_prefix(model, input_ids, attention_mask, cache, kw)
     from . import fused_step, kv_buffer
 
     step = fused_step.active(model)  # cpu_decode's fifth kernel: the decode steps as fused operations, or None
@@ -172,19 +197,7 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         cache.batch_repeat_interleave(repeats)
         logits, mask, pos = (x.repeat_interleave(repeats, dim=0) for x in (logits, mask, pos))
     for t in range(max_tokens):
-        logits = logits.float()  # (b, V)
-        if temperature == 0:
-            nxt = logits.argmax(-1)
-            lp = torch.log_softmax(logits, -1)
-        else:
-            if temperature != 1.0:
-                logits = logits / temperature
-            lp = torch.log_softmax(logits, -1)
-            if draw is not None and top_p >= 1.0 and not top_k:  # the draw takes weights in proportion: exp(lp)
-                nxt = draw(lp.exp())  # (b,): one pass over the logits in place of softmax's three
-            else:  # torch.multinomial on softmax's probabilities, as `generate` draws
-                probs = torch.softmax(_truncate(logits, top_p, top_k), -1)
-                nxt = torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)  # (b,)
+        nxt, lp = _next_token(logits.float(), temperature, top_p, top_k, draw)  # (b,), (b, V)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
         done = torch.isin(nxt, eos)
