@@ -256,8 +256,7 @@ def main() -> None:
     bw = copy_bandwidth(torch)
     flops, way = matmul_flops(torch, batch, model.config.hidden_size, model.dtype)
     enc = tok(prompts, padding=True, return_tensors="pt")  # left-padded, as the engine pads them
-    shared = decode.shared_prefix(enc["input_ids"], enc["attention_mask"])
-    shared = shared if shared >= decode.MIN_SHARED else 0  # the tokens every prompt begins with, run once
+    shared = decode.run_once(enc["input_ids"], enc["attention_mask"])  # the tokens every prompt begins with
     prompt_tokens = int(enc["attention_mask"].sum()) - shared * (a.prompts - 1)
     prefill_flops, _ = matmul_flops(torch, prompt_tokens, model.config.hidden_size, model.dtype, rounds=10)
     embedding = model.get_input_embeddings().weight.numel()

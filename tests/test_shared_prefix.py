@@ -38,6 +38,7 @@ def test_shared_prefix_finds_the_common_start_of_left_padded_rows(rows, expected
     ids = torch.tensor(rows)
     mask = (torch.arange(ids.shape[1]) >= (ids == P).sum(-1, keepdim=True)).long()  # pads are on the left here
     assert decode.shared_prefix(ids, mask) == expected
+    assert decode.run_once(ids, mask) == 0  # fewer than MIN_SHARED: not worth a pass of its own
 
 
 def test_rows_padded_on_the_right_share_nothing():
@@ -82,9 +83,15 @@ def test_a_shared_prefix_run_once_draws_what_one_left_padded_pass_draws(model_to
     model, tok = model_tok
     ids, mask = batch(tok)
     c = decode.shared_prefix(ids, mask)
-    assert c >= decode.MIN_SHARED
-    kernels = (lambda: contextlib.ExitStack()) if not fused else \
-        (lambda: _entered(fused_step.stepping(model, 6), kv_buffer.buffering()))
+    assert c >= decode.MIN_SHARED and decode.run_once(ids, mask) == c
+
+    def kernels() -> contextlib.ExitStack:  # the model's forward, or the fused step on the buffered cache
+        stack = contextlib.ExitStack()
+        if fused:
+            stack.enter_context(fused_step.stepping(model, 6))
+            stack.enter_context(kv_buffer.buffering())
+        return stack
+
     with kernels():
         whole = rollout(model, ids, mask)
     assert passes[0] == tuple(ids.shape)  # one pass over the padded prompts
@@ -95,13 +102,6 @@ def test_a_shared_prefix_run_once_draws_what_one_left_padded_pass_draws(model_to
     assert passes[:2] == [(1, c), (3, rest)]  # the prefix once, then only each prompt's rest
     assert torch.equal(shared[0], whole[0]) and torch.equal(shared[2], whole[2])
     assert torch.allclose(shared[1], whole[1], atol=1e-4, rtol=0)
-
-
-def _entered(*contexts):
-    stack = contextlib.ExitStack()
-    for c in contexts:
-        stack.enter_context(c)
-    return stack
 
 
 def test_kept_caches_hold_real_positions_and_a_second_turn_continues_them(model_tok):

@@ -116,14 +116,21 @@ def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
     return int(differs.nonzero()[0, 0]) if bool(differs.any()) else n
 
 
+def run_once(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """The tokens `share` runs once for all of a left-padded batch's prompts: `shared_prefix`, where it is at least
+    MIN_SHARED, else 0."""
+    c = shared_prefix(input_ids, attention_mask)
+    return c if c >= MIN_SHARED else 0
+
+
 def _run_shared_prefix(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, cache, kw: str
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """Where the left-padded prompts (P, T) all begin with the same MIN_SHARED tokens or more, run those once for
     one row into `cache` and copy it to every prompt: -> each prompt's rest (P, S), right-aligned, and the mask over
     the cache and the rest (P, c + S; what precedes a row's rest is masked out). Else the prompts and their mask as
     they came, the cache untouched."""
-    c = shared_prefix(input_ids, attention_mask)
-    if c < MIN_SHARED:
+    c = run_once(input_ids, attention_mask)
+    if not c:
         return input_ids, attention_mask
     (P, T), dev = input_ids.shape, input_ids.device
     rest = attention_mask.long().sum(-1) - c  # (P,) each prompt's tokens after the prefix
