@@ -18,6 +18,7 @@ import torch
 import verifiers
 
 from ..config.sections import GenerationConfig, RLConfig
+from ..models.optim import adamw as fused_adamw
 from .distributed import Ranks
 
 
@@ -80,11 +81,8 @@ class Algorithm(Protocol):
 
 
 def adamw(module, lr: float, warmup_steps: int):
-    """AdamW over `module`'s trainable parameters, with a linear warm-up of `warmup_steps`. PyTorch's fused kernel
-    (one pass over every tensor; the same update to float rounding) where every parameter is a plain float32 tensor
-    on a CPU or a GPU; FSDP2's sharded parameters (DTensors) and other dtypes keep the default loop."""
+    """AdamW over `module`'s trainable parameters, with a linear warm-up of `warmup_steps`; fused where the
+    parameters allow it (models/optim.py)."""
     params = [p for p in module.parameters() if p.requires_grad]  # with LoRA: the adapters alone
-    fused = bool(params) and all(p.dtype == torch.float32 and p.device.type in ("cpu", "cuda")
-                                 and not hasattr(p, "device_mesh") for p in params)
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0, fused=fused or None)
+    opt = fused_adamw(params, lr=lr, betas=(0.9, 0.99), weight_decay=0.0)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))

@@ -30,6 +30,7 @@ from ..errors import UserError
 from ..eval import held_out
 from ..models.logprobs import pad_completions, pad_prompts, sequence_logprob, token_logprobs
 from ..models.lora import is_lora, reference_of
+from ..models.optim import adamw
 from ..algos.losses import dpo_sigmoid, rpo_nll
 from .distributed import Ranks
 
@@ -106,7 +107,7 @@ def _dpo_epochs(d, model, policy_t, ref, tok, rows, ranks, rng, log, record) -> 
     """`dpo.epochs` passes over the pairs, each batch shared out among the ranks."""
     import torch
 
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=d.lr, weight_decay=0.0)
+    opt = adamw([p for p in model.parameters() if p.requires_grad], lr=d.lr)
     step = 0
     for epoch in range(d.epochs):
         rng.shuffle(rows)
