@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from reasoning_rl.rollout import decode, fused_step, kv_buffer
-from reasoning_rl.rollout.cpu_kernels import Kernels, decoding_with
+from reasoning_rl.rollout.cpu_kernels import DECODE_ATTENTION, Kernels, decoding_with
 
 from .helpers.hf_model import biased_decoder
 
@@ -111,17 +111,37 @@ def test_the_step_serves_only_its_thread_and_model(model_tok, counted):
         assert fused_step.active(model) is not None
 
 
-def test_decoding_with_the_step_packs_no_layer_of_the_model(model_tok, counted):
-    """With the step on, `pack` leaves the model's layers alone (the step's fused copies serve every decode step);
-    without it, the layers are packed as before."""
+def _attention(model) -> set:
+    """The attention implementations `model`'s configs name."""
+    return {c._attn_implementation for m in model.modules() if (c := getattr(m, "config", None)) is not None}
+
+
+def test_decoding_with_the_step_packs_no_layer_of_the_model_and_switches_no_attention(model_tok, counted,
+                                                                                     monkeypatch):
+    """With the step on, `pack` leaves the model's layers alone (the step's fused copies serve every decode step) and
+    `attend` leaves its attention on sdpa (the step has its own): kernel_choice.effective, the rule `auto` times by.
+    Without the step, or on a model the step cannot run, both are entered as before."""
+    from reasoning_rl.rollout import cpu_kernels
+
     model, tok = model_tok
     ids, mask = prompts(tok)
-    with decoding_with(Kernels(True, False, False, False, True), model, 4):
+    attn = _attention(model)
+    packed = []  # the models whose layers `pack` was entered for (it packs only the shapes that win here)
+    real = cpu_kernels.packed_linears
+    monkeypatch.setattr(cpu_kernels, "packed_linears", lambda m, rows: packed.append(m) or real(m, rows))
+    with decoding_with(Kernels(True, False, True, False, True), model, 4):
         assert not any("forward" in m.__dict__ for m in model.modules())
+        assert _attention(model) == attn and DECODE_ATTENTION not in attn
         rollout(model, ids, mask, eos=-1)
     assert len(counted) == 13
-    with decoding_with(Kernels(True, False, False, False, False), model, 4) as draw:
+    with decoding_with(Kernels(True, False, True, False, False), model, 4) as draw:
         assert fused_step.active(model) is None and draw is None
+        assert _attention(model) == {DECODE_ATTENTION}
+    other = _hooked(copy.deepcopy(model))  # the step cannot run it: packed layers and the decode attention as asked
+    with decoding_with(Kernels(True, False, True, False, True), other, 4):
+        assert fused_step.active(other) is None
+        assert _attention(other) == {DECODE_ATTENTION}
+    assert packed == [model, other]  # without the step, and where it cannot run
 
 
 def _bf16(m):

@@ -53,7 +53,7 @@ from typing import Callable, Iterator
 import torch
 
 from . import packing
-from .kernel_choice import EAGER, Kernels, chosen
+from .kernel_choice import EAGER, Kernels, chosen, effective
 
 AUTO_MIN_PARAMS = 50_000_000  # the tiny model has about 1 M, the real one 134.5 M
 
@@ -241,12 +241,12 @@ def decoding_with(kernels: Kernels, model, rows: int = PACK_ROWS) -> Iterator:
     fused step (fused_step.py) where `kernels` says; yields the `draw` to sample with (`decode.sample_kept`'s; None
     = `torch.multinomial`). Where the fused step runs, the layers are not packed as well: every decode step goes
     through the step's own copies, and a second copy of the weights would serve only prompts' passes, which are
-    longer than packed layers serve."""
+    longer than packed layers serve; nor is the decode attention (`kernel_choice.effective`, the one rule of both)."""
     from .fused_step import stepping, supports
 
-    step = kernels.step and supports(model) is None
+    kernels = effective(kernels._replace(step=kernels.step and supports(model) is None))
     with contextlib.ExitStack() as stack:
-        if kernels.pack and not step:
+        if kernels.pack:
             stack.enter_context(packed_linears(model, rows))
         if kernels.attend:
             stack.enter_context(decode_attention(model))
@@ -254,6 +254,6 @@ def decoding_with(kernels: Kernels, model, rows: int = PACK_ROWS) -> Iterator:
             from .kv_buffer import buffering  # transformers' cache classes: imported where a rollout uses them
 
             stack.enter_context(buffering())
-        if step:
+        if kernels.step:
             stack.enter_context(stepping(model, rows))
         yield draw if kernels.draw else None
