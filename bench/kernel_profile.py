@@ -91,19 +91,21 @@ def attention(torch, rows: int, repeats: int) -> None:
 
 
 CHILD = """
+import sys
+sys.path.insert(0, {root!r})
 import torch, torch.nn.functional as F
+from reasoning_rl.rollout import packing
 torch.set_num_threads({threads})
 x, w = torch.randn({rows}, 576), torch.randn(1536, 576)
 F.linear(x, w)
-p = torch.ops.mkldnn._reorder_linear_weight(w, {rows})
-torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
+packing.linear(x, packing.pack(w, {rows}), None)
 """
 
 
 def code_paths(rows: int, threads: int) -> None:
     """oneDNN's and MKL's own account of one eager and one packed product (verbose output of a child process)."""
     env = {**os.environ, "ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1", "MKL_VERBOSE": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD.format(rows=rows, threads=threads)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD.format(rows=rows, threads=threads, root=ROOT)], env=env,
                          capture_output=True, text=True, timeout=120)
     lines = [line for line in (out.stdout + out.stderr).splitlines()
              if ("exec" in line and ("onednn_verbose" in line or "dnnl_verbose" in line))
