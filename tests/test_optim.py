@@ -33,6 +33,14 @@ def test_adamw_is_fused_where_it_can_be_and_asked_to_be():
     assert not optim.adamw([torch.nn.Parameter(torch.zeros(3).double())], lr=1e-3).param_groups[0]["fused"]
 
 
+def _optimisers_built(monkeypatch, module) -> list:
+    """The optimisers `module` builds through its `adamw` from now on (each also returned to it, as built)."""
+    built = []
+    real = module.adamw
+    monkeypatch.setattr(module, "adamw", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    return built
+
+
 @pytest.mark.parametrize("name, fused", [("tiny", False), ("a-real-model", True)])
 def test_sft_steps_the_tiny_warm_start_with_the_loop_and_any_other_model_fused(monkeypatch, name, fused):
     """The embedded tiny model's cached warm start came from the default loop, so its SFT keeps it; any other model's
@@ -40,9 +48,7 @@ def test_sft_steps_the_tiny_warm_start_with_the_loop_and_any_other_model_fused(m
     from reasoning_rl.models import sft
     from reasoning_rl.task.embedded.arithmetic import make_rows
 
-    built = []
-    real = sft.adamw
-    monkeypatch.setattr(sft, "adamw", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    built = _optimisers_built(monkeypatch, sft)
     cfg = config.load(Config, overrides=["model.tiny.num_layers=1", "sft.steps=1", "sft.warmup_steps=1",
                                          f"model.name_or_path={name}"])
     model, tok = build_tiny(cfg)
@@ -56,9 +62,7 @@ def test_dpo_steps_a_float32_model_fused(monkeypatch, tmp_path):
     """`train dpo` (our backend) on the tiny network: its optimiser is the fused one, and it trains."""
     from reasoning_rl.trainers import dpo
 
-    built = []
-    real = dpo.adamw
-    monkeypatch.setattr(dpo, "adamw", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
+    built = _optimisers_built(monkeypatch, dpo)
     cfg = config.load(Config, overrides=["model.sft_warm_start=false", "model.tiny.num_layers=1", "eval.size=2",
                                          "dpo.lr=1e-2", "dpo.batch_size=8", "dpo.epochs=2", f"output_dir={tmp_path}"])
     rows = [{"prompt": f"{a}+{a}=", "chosen": str(2 * a), "rejected": str(2 * a + 1)} for a in range(8)]
