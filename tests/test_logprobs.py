@@ -88,6 +88,32 @@ def test_length_buckets_partition_by_length():
     assert [sorted(c) for c in chunks] == [[1, 3, 6], [0, 2, 4, 5]]
 
 
+# (rows, groups of, length_buckets, live rows, share_prompts, micro-batches): live rows fill micro-batches of at most
+# rows / length_buckets rows (a group whole), so a minibatch with rows left out runs as fewer, never larger, passes
+@pytest.mark.parametrize("n,g,buckets,live,share,expected", [
+    (12, 3, 4, 12, False, 4),   # every row runs: 4 of 3 rows, as length_buckets cuts them
+    (12, 3, 4, 6, False, 2),    # half the rows: 2 of 3 (not 4 of 1 or 2)
+    (12, 3, 4, 1, False, 1),
+    (32, 8, 1, 16, True, 1),    # one bucket: one pass whatever runs
+    (128, 8, 4, 16, True, 1),   # two live groups of 8 within a 32-row micro-batch: one pass (was one a group)
+    (128, 8, 4, 48, True, 2),   # six groups: two passes of at most 32 rows
+])
+def test_fewer_live_rows_run_as_fewer_micro_batches_none_larger(n, g, buckets, live, share, expected):
+    from reasoning_rl.models.logprobs import TokenBatch
+    from reasoning_rl.trainers.grpo_batch import micro_batches
+
+    p_ids = torch.arange(n).div(g, rounding_mode="floor")[:, None].repeat(1, 3) + 5  # (n, 3): a prompt a group
+    c_mask = (torch.arange(6)[None, :] < torch.arange(n)[:, None] % 5 + 2).long()  # (n, 6): 2 to 6 tokens
+    tokens = TokenBatch(p_ids, torch.ones_like(p_ids), torch.full((n, 6), 7), c_mask, torch.zeros(n, 6))
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.randperm(n, generator=torch.Generator().manual_seed(n + live))[:live]] = True
+    if share:  # whole groups live
+        mask = torch.arange(n) < live
+    chunks = list(micro_batches(tokens, buckets, share, None if live == n else mask))
+    assert len(chunks) == expected
+    assert max(len(m.sub) for m in chunks) <= -(-n // buckets)
+    assert sorted(i for m in chunks for i in m.sub.tolist()) == mask.nonzero().squeeze(-1).tolist()
+
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
 def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
