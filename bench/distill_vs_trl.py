@@ -2,11 +2,12 @@
 
 Both train the same student from the same checkpoint against the same teacher on the same prompts: B prompts, each G
 times in a step (TRL's batch holds each prompt G times: it samples one completion a row), completions of at most the
-same length at the same temperature, full fine-tuning at the same learning rate, the same torch threads, no
-activation checkpointing (TRL's default is on: --trl-checkpointing times it so). TRL's loss is the generalized JSD
-over the whole vocabulary (its `beta`, 1 = reverse KL); ours is timed twice: with the same loss (`distill.loss=jsd`)
-and with our default, the sampled tokens' reverse-KL advantage (`distill.loss=reverse_kl`, one teacher log-prob a
-token). Printed: seconds per step (median over the steps after the first), the ratios, and where it ran.
+same length at the same temperature, full fine-tuning at the same learning rate, the same torch threads, the batch in
+one forward and backward pass (`distill.length_buckets=1`; TRL: no accumulation), no activation checkpointing (TRL's
+default is on: --trl-checkpointing times it so). TRL's loss is the generalized JSD over the whole vocabulary (its
+`beta`, 1 = reverse KL); ours is timed twice: with the same loss (`distill.loss=jsd`) and with our default, the
+sampled tokens' reverse-KL advantage (`distill.loss=reverse_kl`, one teacher log-prob a token). Printed: seconds per
+step (median over the steps after the first), the ratios, and where it ran.
 
     .venv/bin/python bench/distill_vs_trl.py --teacher runs/teacher/final [--steps 5] [--prompts 4] [--group 8]
     .venv/bin/python bench/distill_vs_trl.py --steps 4     # the base model as its own teacher: the same arithmetic
@@ -65,6 +66,7 @@ def run_ours(student: str, teacher: str, loss: str, a, out: str) -> list[float]:
         f"distill.prompts_per_step={a.prompts}", f"distill.group_size={a.group}", f"generation.max_tokens={a.max_tokens}",
         "generation.temperature=1.0", f"distill.lr={a.lr}", "distill.warmup_steps=0", f"distill.loss={loss}",
         "distill.jsd_beta=1.0", f"distill.minibatch_size={a.prompts * a.group}", f"distill.eval_every={a.steps + 1}",
+        "distill.length_buckets=1",  # the batch in one forward and backward pass, as TRL's (no accumulation)
         "distill.eval_at_start=false", "distill.eval_at_end=false", "distill.checkpoint_every=0",
         "distill.verifier_workers=1", f"cpu_allocator={a.allocator}"])
     history, _, _ = train_distill(cfg, log=lambda *_: None)

@@ -2,10 +2,12 @@
 
 Both start from the same checkpoint and train on the same prompts, with the same reward (the `math` verifier: 1 for a
 correct final answer), group size, prompts per step, completion length, learning rate, loss (`dapo`, clip 0.2 / 0.28,
-beta 0, one iteration) and number of steps, with the same torch threads, and neither recomputing activations in the
-backward pass (TRL's configs turn gradient_checkpointing on by default; --trl-checkpointing times TRL so). Printed:
-seconds per step for each (median over the steps after the first), their ratio, both reward curves, and the peak
-memory of one of our training steps against the model + optimiser + activations estimate.
+beta 0, one iteration) and number of steps, with the same torch threads, each minibatch's rows in one forward and
+backward pass (TRL: per_device_train_batch_size = the batch, no accumulation; ours: grpo.length_buckets=1, where its
+default would cut the bench's small minibatch into four passes a quarter the size of TRL's), and neither recomputing
+activations in the backward pass (TRL's configs turn gradient_checkpointing on by default; --trl-checkpointing times
+TRL so). Printed: seconds per step for each (median over the steps after the first), their ratio, both reward
+curves, and the peak memory of one of our training steps against the model + optimiser + activations estimate.
 
     .venv/bin/python bench/grpo_vs_trl.py [--steps 20] [--prompts 16] [--group 8] [--seed 0]
     .venv/bin/python bench/grpo_vs_trl.py --model smollm2-135m-instruct --steps 4 --prompts 2 --group 4 \
@@ -129,7 +131,8 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
         f"grpo.prompts_per_step={a.prompts}",
         f"grpo.group_size={a.group}", f"generation.max_tokens={a.max_tokens}", f"grpo.lr={a.lr}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
-        f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
+        f"grpo.minibatch_size={a.prompts * a.group}", "grpo.length_buckets=1",  # one pass of the batch, as TRL's
+        "grpo.filter_mixed=false", "grpo.sampler=uniform",
         f"grpo.eval_every={a.steps + 1}", "eval.size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1",
         f"grpo.skip_zero_advantage={not a.keep_zero_rows}", f"cpu_allocator={a.allocator}"])
     t0 = time.perf_counter()

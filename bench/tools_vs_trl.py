@@ -8,13 +8,13 @@ call form (`reasoning-rl traces --tool-format chat`), so both runs make tool cal
 
 The same model (SmolLM2-135M-Instruct, every core for each), whose chat template is set to the Qwen3 template TRL
 ships (TRL accepts tools only with a template it can parse tool calls from; ours reads the same `<tool_call>` JSON),
-the same prompts (word problems, task/embedded/word_problems.py, with an instruction naming the tool), the same reward (the
-`math` verifier), group size, prompts per step, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one
-iteration) and tool-call limit, neither recomputing activations in the backward pass (TRL's default does:
---trl-checkpointing). The tool runs on our sandbox in both (for TRL, a function that runs the code in a
-fresh sandboxed interpreter). Both render the tool's schema into the prompt through the template. Limits per
-turn: TRL's `max_completion_length` and our `generation.max_tokens` are `--max-tokens`; ours also bounds the
-whole episode (`grpo.max_episode_tokens`, `--max-tokens` x (turns + 1)).
+the same prompts (word problems, task/embedded/word_problems.py, with an instruction naming the tool), the same
+reward (the `math` verifier), group size, prompts per step, learning rate, loss (`dapo`, clip 0.2 / 0.28, beta 0, one
+iteration), tool-call limit and one pass of the batch (`grpo.length_buckets=1`; TRL: no accumulation), neither
+recomputing activations in the backward pass (TRL's default does: --trl-checkpointing). The tool runs on our sandbox
+in both (for TRL, a function that runs the code in a fresh sandboxed interpreter). Both render the tool's schema into
+the prompt through the template. Limits per turn: TRL's `max_completion_length` and our `generation.max_tokens` are
+`--max-tokens`; ours also bounds the whole episode (`grpo.max_episode_tokens`, `--max-tokens` x (turns + 1)).
 
 Printed: seconds per step (median over the steps after the first), their ratio, the reward of every step, and the
 tool calls each made (ours: tools/calls_per_sample; TRL: tools/call_frequency). Not here: a claim about learning (a
@@ -129,7 +129,8 @@ def run_ours(model: str, a, out: str) -> tuple[list[float], list[float], list[fl
         f"model.name_or_path={model}", f"seed={a.seed}", f"grpo.steps={a.steps}", f"grpo.prompts_per_step={a.prompts}",
         f"grpo.group_size={a.group}", f"generation.max_tokens={a.max_tokens}", f"grpo.lr={a.lr}",
         "grpo.warmup_steps=0", "grpo.loss_type=dapo", "grpo.beta=0", "grpo.num_iterations=1",
-        f"grpo.minibatch_size={a.prompts * a.group}", "grpo.filter_mixed=false", "grpo.sampler=uniform",
+        f"grpo.minibatch_size={a.prompts * a.group}", "grpo.length_buckets=1",  # one pass of the batch, as TRL's
+        "grpo.filter_mixed=false", "grpo.sampler=uniform",
         f"grpo.eval_every={a.steps + 1}", "eval.size=1", "grpo.checkpoint_every=0", "grpo.verifier_workers=1",
         "grpo.environment=python", "grpo.tool_format=chat", f"grpo.max_tool_calls={a.turns}",
         f"grpo.max_turns={a.turns + 1}", f"grpo.max_episode_tokens={a.max_tokens * (a.turns + 1)}"])
