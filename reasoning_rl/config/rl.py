@@ -188,8 +188,8 @@ class GRPOConfig(RLConfig):
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
                                   "length, each padded only to its own longest (gradients accumulate to the same "
                                   "update); 1 = one padded batch. Fewer: larger products, faster where memory "
-                                  "allows. Rows left out (skip_zero_advantage) run as fewer micro-batches, each at "
-                                  "most minibatch_size / length_buckets rows", min=1)
+                                  "allows. Rows left out (skip_zero_advantage) run as fewer micro-batches, each of "
+                                  "about minibatch_size / length_buckets rows", min=1)
     skip_zero_advantage: bool = knob(
         True, "the update leaves out of its forward and backward passes the rows whose advantage is zero on every "
               "token (a group whose samples all scored the same), when nothing else in the loss reaches them (beta = "

@@ -164,8 +164,8 @@ def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, liv
     """The minibatch `mb` cut into up to `buckets` micro-batches of similar length (logprobs.length_buckets), each
     padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there).
     `live` (n,) bool: only those rows are cut into micro-batches, each still weighed by its share of every row's
-    tokens (`live_rows`); none at all when no row is live. Fewer live rows run as fewer micro-batches, none holding
-    more rows than one of the whole minibatch's would (n / buckets): the same memory, larger products."""
+    tokens (`live_rows`); none at all when no row is live. Fewer live rows run as fewer micro-batches, each of about
+    the rows one of the whole minibatch's holds (n / buckets, a group kept whole): the same memory, larger products."""
     T = mb.loss_mask.sum().clamp(min=1)
     rows = torch.arange(len(mb)) if live is None else live.nonzero().squeeze(-1)  # (r,) the rows that run
     cap = -(-len(mb) // max(1, buckets))  # rows in a micro-batch of the whole minibatch
