@@ -92,8 +92,8 @@ def test_length_buckets_partition_by_length():
 # rows / length_buckets rows (a group whole), so a minibatch with rows left out runs as fewer, never larger, passes
 @pytest.mark.parametrize("n,g,buckets,live,share,expected", [
     (12, 3, 4, 12, False, 4),   # every row runs: 4 of 3 rows, as length_buckets cuts them
-    (12, 3, 4, 6, False, 2),    # half the rows: 2 of 3 (not 4 of 1 or 2)
-    (12, 3, 4, 1, False, 1),
+    (12, 3, 4, 6, False, 2),    # half the rows: 2 passes of 3 (was 3 of 2)
+    (12, 3, 4, 1, False, 1),    # one row: one pass
     (32, 8, 1, 16, True, 1),    # one bucket: one pass whatever runs
     (128, 8, 4, 16, True, 1),   # two live groups of 8 within a 32-row micro-batch: one pass (was one a group)
     (128, 8, 4, 48, True, 2),   # six groups: two passes of at most 32 rows
