@@ -169,10 +169,9 @@ def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, liv
     T = mb.loss_mask.sum().clamp(min=1)
     rows = torch.arange(len(mb)) if live is None else live.nonzero().squeeze(-1)  # (r,) the rows that run
     cap = -(-len(mb) // max(1, buckets))  # rows in a micro-batch of the whole minibatch
-    buckets = -(-len(rows) // cap)
     lengths = (mb.p_mask.sum(-1) + mb.c_mask.sum(-1))[rows].tolist()
     groups = prompt_runs(mb.p_ids, mb.p_mask)[1][rows].tolist() if share_prompts else None
-    chunks = length_buckets(lengths, buckets, groups=groups)
+    chunks = length_buckets(lengths, -(-len(rows) // cap), groups=groups)  # as few as hold the rows that run
     for k, chunk in enumerate(chunks):
         sub = rows[torch.tensor(chunk, dtype=torch.long)]
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
