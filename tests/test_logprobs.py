@@ -1,6 +1,8 @@
 """Response-only log-probs (docs/algorithms.md §logprobs): prompt and padding masked, padding layout irrelevant."""
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reasoning_rl import config
 from reasoning_rl.config.sections import Config
@@ -88,6 +90,46 @@ def test_length_buckets_partition_by_length():
     assert [sorted(c) for c in chunks] == [[1, 3, 6], [0, 2, 4, 5]]
 
 
+# (prompt lengths, completion lengths, budget, groups, runs): rows in order of prompt + completion, each run at most
+# `budget` padded tokens, rows x (its longest prompt + its longest completion)
+@pytest.mark.parametrize("p,c,budget,groups,expected", [
+    ([2, 2, 2, 2], [2, 2, 2, 2], 16, None, [[0, 1, 2, 3]]),           # 4 x 4 = 16: one run
+    ([2, 2, 2, 2], [2, 2, 2, 2], 15, None, [[0, 1, 2], [3]]),          # 4 x 4 = 16 > 15: cut after three
+    ([2, 2, 2], [8, 1, 3], 12, None, [[1, 2], [0]]),                   # 2 x (2 + 3) = 10; 3 x (2 + 8) > 12
+    ([9, 1, 1], [1, 9, 1], 12, None, [[2], [0], [1]]),                 # padded 2 x (9 + 9) = 36: apart
+    ([2, 2, 2], [30, 1, 1], 8, None, [[1, 2], [0]]),                   # a row longer than the budget runs alone
+    ([2, 2, 2, 2], [1, 5, 1, 1], 24, [0, 1, 0, 1], [[0, 2], [1, 3]]),  # groups whole: 4 x 7 = 28 > 24
+    ([2, 2, 2, 2], [1, 5, 1, 1], 28, [0, 1, 0, 1], [[0, 2, 1, 3]]),    # both groups fit 28
+    ([], [], 10, None, []),
+])
+def test_token_budget_runs_table(p, c, budget, groups, expected):
+    from reasoning_rl.models.logprobs import token_budget_runs
+
+    assert token_budget_runs(p, c, budget, groups) == expected
+
+
+@given(rows=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 60), st.integers(0, 5)), max_size=40),
+       budget=st.integers(1, 400), grouped=st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_token_budget_runs_partition_within_the_budget(rows, budget, grouped):
+    """The runs hold every position once, keep groups whole, hold at most `budget` padded tokens unless one unit is
+    alone, and each run but the last could not take the next run's first unit (none closed early)."""
+    from reasoning_rl.models.logprobs import token_budget_runs
+
+    p, c, g = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows] if grouped else None
+    runs = token_budget_runs(p, c, budget, g)
+    assert sorted(i for r in runs for i in r) == list(range(len(rows)))
+    unit = (lambda i: g[i]) if grouped else (lambda i: i)
+    size = (lambda r: len(r) * (max(p[i] for i in r) + max(c[i] for i in r)))
+    for k, r in enumerate(runs):
+        assert size(r) <= budget or len({unit(i) for i in r}) == 1
+        if grouped:  # a group in one run only
+            assert all(unit(i) not in {unit(j) for j in r} for other in runs[k + 1:] for i in other)
+        if k + 1 < len(runs):
+            first = [i for i in runs[k + 1] if unit(i) == unit(runs[k + 1][0])]
+            assert size(r + first) > budget
+
+
 # (rows, groups of, length_buckets, live rows, share_prompts, micro-batches): live rows fill micro-batches of at most
 # rows / length_buckets rows (a group whole), so a minibatch with rows left out runs as fewer, never larger, passes
 @pytest.mark.parametrize("n,g,buckets,live,share,expected", [
@@ -114,6 +156,55 @@ def test_fewer_live_rows_run_as_fewer_micro_batches_none_larger(n, g, buckets, l
     assert max(len(m.sub) for m in chunks) <= -(-n // buckets)
     assert sorted(i for m in chunks for i in m.sub.tolist()) == mask.nonzero().squeeze(-1).tolist()
 
+@pytest.mark.parametrize("share", [False, True])
+def test_micro_batches_within_a_token_budget_hold_at_most_it(share):
+    """grpo.micro_batch_tokens: each micro-batch as it runs (trimmed to its own longest prompt and completion) holds
+    at most the budget's padded tokens, live rows only, a group whole with share_prompts; the rows all run once."""
+    from reasoning_rl.models.logprobs import TokenBatch
+    from reasoning_rl.trainers.grpo_batch import micro_batches
+
+    n, g = 24, 4
+    gen = torch.Generator().manual_seed(1)
+    tp = torch.randint(2, 8, (n // g,), generator=gen).repeat_interleave(g)  # (n,) a prompt of 2-7 tokens a group
+    p_mask = (torch.arange(7)[None, :] >= 7 - tp[:, None]).long()  # (n, 7) left-padded
+    p_ids = torch.arange(n).div(g, rounding_mode="floor")[:, None].repeat(1, 7) * p_mask + 5
+    c_mask = (torch.arange(12)[None, :] < torch.randint(1, 13, (n, 1), generator=gen)).long()  # (n, 12): 1-12 tokens
+    tokens = TokenBatch(p_ids, p_mask, torch.full((n, 12), 7), c_mask, torch.zeros(n, 12))
+    live = torch.arange(n) % 8 < 4 if share else torch.rand(n, generator=gen) < 0.7  # groups 0, 2, 4 live / any rows
+    chunks = list(micro_batches(tokens, 4, share, live, budget=60))
+    assert len(chunks) > 1
+    for m in chunks:
+        padded = len(m.sub) * (m.p_ids.shape[1] + m.c_ids.shape[1])
+        assert padded <= 60 or (share and len(set(m.sub.div(g, rounding_mode="floor").tolist())) == 1), padded
+    ran = sorted(i for m in chunks for i in m.sub.tolist())
+    assert ran == live.nonzero().squeeze(-1).tolist()
+    if share:
+        assert all(len({int(i) // g for i in m.sub} & {int(i) // g for i in o.sub}) == 0
+                   for a, m in enumerate(chunks) for o in chunks[a + 1:])
+
+
+def test_the_planned_passes_are_the_budgeted_micro_batches():
+    """Under FSDP2 the loop agrees on each rank's pass count before any pass (algorithm.passes): with
+    grpo.micro_batch_tokens it counts the budget's micro-batches, which here are more than length_buckets' 4."""
+    from types import SimpleNamespace
+
+    from reasoning_rl.models.logprobs import TokenBatch
+    from reasoning_rl.trainers.grpo import GRPO, EntropyCoef
+    from reasoning_rl.trainers.grpo_batch import GRPOBatch, micro_batches
+
+    n = 12
+    p_ids = torch.arange(n).div(3, rounding_mode="floor")[:, None].repeat(1, 3) + 5  # (n, 3)
+    c_mask = (torch.arange(6)[None, :] < torch.arange(n)[:, None] % 5 + 2).long()  # (n, 6): 2 to 6 tokens
+    tokens = TokenBatch(p_ids, torch.ones_like(p_ids), torch.full((n, 6), 7), c_mask, torch.zeros(n, 6))
+    algo = GRPO()
+    algo.ent = EntropyCoef(0.0)
+    for budget, expected in ((20, len(list(micro_batches(tokens, 4, budget=20)))), (0, 4)):
+        cfg = config.load(Config, overrides=[f"grpo.micro_batch_tokens={budget}"])
+        learner = SimpleNamespace(rl=cfg.grpo, share_prompts=False)
+        assert algo.passes(learner, GRPOBatch(tokens, torch.ones(n), []), torch.arange(n)) == expected
+    assert expected < len(list(micro_batches(tokens, 4, budget=20)))
+
+
 @pytest.mark.parametrize("loss_type", ["dapo", "grpo", "dr_grpo"])
 def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     """The micro-batched GRPO update (each micro-batch padded only to its own longest, losses weighed by their
@@ -121,7 +212,7 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     group's prompt run once (share_prompts); `grpo.bf16` autocasts it to a gradient within 10% of float32's."""
     from reasoning_rl.models.logprobs import TokenBatch
     from reasoning_rl.trainers.distributed import Ranks
-    from reasoning_rl.trainers.grpo_batch import GRPOBatch
+    from reasoning_rl.trainers.grpo_batch import GRPOBatch, micro_batches
     from reasoning_rl.trainers.grpo_batch import update_minibatch as _update
 
     model, tok = tiny
@@ -138,7 +229,7 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     idx = torch.arange(n)
     grads, metrics = [], []
     for extra in (["grpo.length_buckets=1"], ["grpo.length_buckets=4"], ["grpo.length_buckets=4", "grpo.bf16=true"],
-                  ["grpo.length_buckets=2", "share"]):
+                  ["grpo.length_buckets=2", "share"], ["grpo.micro_batch_tokens=60"]):
         cfg = config.load(Config, overrides=[x for x in extra if x != "share"] + [f"grpo.loss_type={loss_type}"])
         model.zero_grad()
         metrics.append(_update(model, None, Ranks(), cfg.grpo, cfg.generation, batch, idx,
@@ -147,11 +238,14 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     assert grads[0].abs().max() > 1e-4  # a real gradient
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()
     assert torch.allclose(grads[0], grads[3], atol=1e-6, rtol=1e-4), (grads[0] - grads[3]).abs().max()
+    assert torch.allclose(grads[0], grads[4], atol=1e-6, rtol=1e-4), (grads[0] - grads[4]).abs().max()
+    assert len(list(micro_batches(batch.tokens, 1, budget=60))) >= 3  # the budget cut it into several passes
     bf16_err = ((grads[2] - grads[0]).norm() / grads[0].norm()).item()  # autocast is on, and close to float32
     assert 0 < bf16_err < 0.1, bf16_err
     for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max", "entropy"):
         assert metrics[1][k] == pytest.approx(metrics[0][k], abs=1e-5), k
         assert metrics[3][k] == pytest.approx(metrics[0][k], abs=1e-5), k
+        assert metrics[4][k] == pytest.approx(metrics[0][k], abs=1e-5), k
     model.zero_grad()
 
 

@@ -190,6 +190,12 @@ class GRPOConfig(RLConfig):
                                   "update); 1 = one padded batch. Fewer: larger products, faster where memory "
                                   "allows. Rows left out (skip_zero_advantage) run as fewer micro-batches, each of "
                                   "about minibatch_size / length_buckets rows", min=1)
+    micro_batch_tokens: int = knob(0, "cut each minibatch into micro-batches by size instead of by count: rows in "
+                                      "length order, each micro-batch holding at most this many padded tokens (its "
+                                      "rows x its longest prompt + completion; a group whose prompt runs once stays "
+                                      "whole, and a row or such group longer than this runs alone); verl "
+                                      "use_dynamic_bsz with ppo_max_token_len_per_gpu. 0 = off (length_buckets "
+                                      "decides); when set, length_buckets is not read", min=0)
     skip_zero_advantage: bool = knob(
         True, "the update leaves out of its forward and backward passes the rows whose advantage is zero on every "
               "token (a group whose samples all scored the same), when nothing else in the loss reaches them (beta = "

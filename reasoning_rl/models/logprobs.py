@@ -13,7 +13,7 @@ log-softmax is computed as gather - logsumexp block by block (algos/vocab_blocks
 (B, Tc, V) at most: the logits themselves.
 `TokenBatch` / `pad_rollouts` is the one tokenise-and-pad path of the trainers: prompts, completions
 and their sampling log-probs. `trim_padding` and `length_buckets` cut a padded batch into
-micro-batches of similar length.
+micro-batches of similar length (`token_budget_runs`: each within a padded-token budget).
 Not here: any loss.
 """
 from __future__ import annotations
@@ -219,4 +219,31 @@ def length_buckets(lengths: list[int], buckets: int, groups: list[int] | None = 
         if len(run) >= size:
             runs.append(run)
             run = []
+    return runs + ([run] if run else [])
+
+
+def token_budget_runs(prompt_lengths: list[int], completion_lengths: list[int], budget: int,
+                      groups: list[int] | None = None) -> list[list[int]]:
+    """Positions 0..n-1 sorted by length (prompt + completion) and cut into runs whose padded size, rows x (the
+    run's longest prompt + its longest completion, as `trim_padding` pads it), is at most `budget` tokens:
+    micro-batches bounded by what they hold rather than by a count (verl's dynamic batch size). Each run takes the
+    next rows in length order while they fit, so short rows share a pass and long ones get few companions. With
+    `groups` (each position's group) a group is never split: groups sorted by their longest row are the units. A
+    unit that alone exceeds the budget runs alone (a pass holds at least one)."""
+    if groups is None:
+        units = [[i] for i in range(len(prompt_lengths))]
+    else:
+        members: dict[int, list[int]] = {}
+        for i, g in enumerate(groups):
+            members.setdefault(g, []).append(i)
+        units = list(members.values())
+    runs: list[list[int]] = []
+    run: list[int] = []
+    tp = tc = 0  # the run's longest prompt and completion
+    for u in sorted(units, key=lambda u: max(prompt_lengths[i] + completion_lengths[i] for i in u)):
+        up, uc = max(prompt_lengths[i] for i in u), max(completion_lengths[i] for i in u)
+        if run and (len(run) + len(u)) * (max(tp, up) + max(tc, uc)) > budget:
+            runs.append(run)
+            run, tp, tc = [], 0, 0
+        run, tp, tc = run + u, max(tp, up), max(tc, uc)
     return runs + ([run] if run else [])

@@ -104,7 +104,7 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
     opts = DivergenceOptions(beta=rl.jsd_beta, k=rl.top_k)
     share = learner.share_prompts  # a group's rows in one micro-batch, its prompt run once (student and teacher)
     metrics: dict[str, float] = {}
-    for m in micro_batches(mb, rl.length_buckets, share):
+    for m in micro_batches(mb, rl.length_buckets, share, budget=rl.micro_batch_tokens):
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask, weight = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, \
             m.loss_mask, m.share
         tc = c_ids.shape[1]

@@ -75,8 +75,9 @@ class GRPO:
 
     def passes(self, learner: Learner, batch: GRPOBatch, idx) -> int:
         live = self.live(learner, batch, idx)
-        return max(1, len(list(micro_batches(batch.tokens[idx], learner.rl.length_buckets, learner.share_prompts,
-                                             live))))  # at least the zero pass of a minibatch with no live row
+        rl = learner.rl
+        return max(1, len(list(micro_batches(batch.tokens[idx], rl.length_buckets, learner.share_prompts, live,
+                                             rl.micro_batch_tokens))))  # at least the zero pass with no live row
 
     def touch(self, learner: Learner) -> None:  # each pass scores the reference too: a LoRA one's is a collective
         zero_loss(learner.policy.wrapped, ref=learner.ranks.in_step(learner.ref))

@@ -4,8 +4,9 @@
         A (n,) per sequence from the group-normalised advantage, or (n, Tc) per token (process supervision,
         docs/algorithms.md §process, from the `prm` verdicts' step scores); masked samples are left out.
     update_minibatch(model, ref, ranks, gcfg, gen, batch) -> metrics
-        accumulates the PPO-clip gradient of a minibatch over length-bucketed micro-batches, leaving out the rows
-        whose gradient is exactly zero (`live_rows`: zero advantage on every token, no KL or entropy term).
+        accumulates the PPO-clip gradient of a minibatch over micro-batches (by length, or within a token budget),
+        leaving out the rows whose gradient is exactly zero (`live_rows`: zero advantage on every token, no KL or
+        entropy term).
 
 Not here: sampling, verification, the optimiser step or any logging (loop.py).
 """
@@ -17,8 +18,8 @@ import torch
 
 from ..algos.advantages import ADVANTAGES, SHAPING, GroupOptions, process
 from ..config.sections import GenerationConfig, GRPOConfig
-from ..models.logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_logprobs,
-                               trim_padding)
+from ..models.logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_budget_runs,
+                               token_logprobs, trim_padding)
 from ..algos.losses import POLICY_LOSSES, aggregate, masked_mean
 from ..models.load import autocast
 from ..types import Group, Status
@@ -160,18 +161,25 @@ def live_rows(A: torch.Tensor, gcfg: GRPOConfig, entropy_coef: float = 0.0) -> t
     return None if bool(live.all()) else live
 
 
-def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, live: torch.Tensor | None = None):
+def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, live: torch.Tensor | None = None,
+                  budget: int = 0):
     """The minibatch `mb` cut into up to `buckets` micro-batches of similar length (logprobs.length_buckets), each
     padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there).
     `live` (n,) bool: only those rows are cut into micro-batches, each still weighed by its share of every row's
     tokens (`live_rows`); none at all when no row is live. Fewer live rows run as fewer micro-batches, each of about
-    the rows one of the whole minibatch's holds (n / buckets, a group kept whole): the same memory, larger products."""
+    the rows one of the whole minibatch's holds (n / buckets, a group kept whole): the same memory, larger products.
+    `budget` > 0 (grpo.micro_batch_tokens) cuts by size instead: each micro-batch at most `budget` padded tokens,
+    rows x its longest prompt + completion (logprobs.token_budget_runs); `buckets` is then not read."""
     T = mb.loss_mask.sum().clamp(min=1)
     rows = torch.arange(len(mb)) if live is None else live.nonzero().squeeze(-1)  # (r,) the rows that run
-    cap = -(-len(mb) // max(1, buckets))  # rows in a micro-batch of the whole minibatch
-    lengths = (mb.p_mask.sum(-1) + mb.c_mask.sum(-1))[rows].tolist()
+    p_len, c_len = mb.p_mask.sum(-1)[rows].tolist(), mb.c_mask.sum(-1)[rows].tolist()
     groups = prompt_runs(mb.p_ids, mb.p_mask)[1][rows].tolist() if share_prompts else None
-    chunks = length_buckets(lengths, -(-len(rows) // cap), groups=groups)  # as few as hold the rows that run
+    if budget:
+        chunks = token_budget_runs(p_len, c_len, budget, groups=groups)
+    else:
+        cap = -(-len(mb) // max(1, buckets))  # rows in a micro-batch of the whole minibatch
+        lengths = [p + c for p, c in zip(p_len, c_len)]
+        chunks = length_buckets(lengths, -(-len(rows) // cap), groups=groups)  # as few as hold the rows that run
     for k, chunk in enumerate(chunks):
         sub = rows[torch.tensor(chunk, dtype=torch.long)]
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
@@ -183,18 +191,18 @@ def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, liv
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,
                      idx: torch.Tensor, entropy_coef: float = 0.0, share_prompts: bool = False) -> dict[str, float]:
     """Gradients of the clipped objective over the minibatch `idx`, accumulated over micro-batches of similar
-    length (`grpo.length_buckets`), each padded only to its own longest row. Each micro-batch's loss is weighed by
-    its share of the minibatch's tokens (token-mean losses) or sequences (per-sequence means), so the summed
-    gradient equals that of one padded batch. With `share_prompts` a group's rows stay in one micro-batch and its
-    prompt runs once there (logprobs.token_logprobs). Returns the minibatch's metrics (token-weighted; ratio/max the
-    max)."""
+    length (`grpo.length_buckets`, or each within `grpo.micro_batch_tokens`), each padded only to its own longest
+    row. Each micro-batch's loss is weighed by its share of the minibatch's tokens (token-mean losses) or sequences
+    (per-sequence means), so the summed gradient equals that of one padded batch. With `share_prompts` a group's rows
+    stay in one micro-batch and its prompt runs once there (logprobs.token_logprobs). Returns the minibatch's metrics
+    (token-weighted; ratio/max the max)."""
     agg = POLICY_LOSSES.get(gcfg.loss_type).agg
     mb, A = batch.tokens[idx], batch.A[idx]
     W = batch.is_weight[idx] if batch.is_weight is not None else None
     live = live_rows(A, gcfg, entropy_coef)
     metrics: dict[str, float] = {}
     ran = 0.0  # the share of the minibatch's tokens in the micro-batches that ran
-    for m in micro_batches(mb, gcfg.length_buckets, share_prompts, live):
+    for m in micro_batches(mb, gcfg.length_buckets, share_prompts, live, gcfg.micro_batch_tokens):
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, m.loss_mask
         tc = c_ids.shape[1]
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
