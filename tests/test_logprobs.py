@@ -239,7 +239,11 @@ def test_length_bucketed_update_equals_one_padded_batch(tiny, loss_type):
     assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), (grads[0] - grads[1]).abs().max()
     assert torch.allclose(grads[0], grads[3], atol=1e-6, rtol=1e-4), (grads[0] - grads[3]).abs().max()
     assert torch.allclose(grads[0], grads[4], atol=1e-6, rtol=1e-4), (grads[0] - grads[4]).abs().max()
-    assert len(list(micro_batches(batch.tokens, 1, budget=60))) >= 3  # the budget cut it into several passes
+    budgeted = list(micro_batches(batch.tokens, 1, budget=60))
+    assert len(budgeted) >= 3  # the budget cut it into several passes, and the metrics say how many and how large
+    assert metrics[4]["train/passes"] == len(budgeted) and metrics[0]["train/passes"] == 1
+    assert metrics[4]["train/largest_pass"] == max(m.padded for m in budgeted) <= 60
+    assert metrics[0]["train/largest_pass"] == n * (p_ids.shape[1] + c_ids.shape[1])  # one pass: the padded batch
     bf16_err = ((grads[2] - grads[0]).norm() / grads[0].norm()).item()  # autocast is on, and close to float32
     assert 0 < bf16_err < 0.1, bf16_err
     for k in ("loss/policy", "clip_ratio/region", "approx_kl", "ratio/max", "entropy"):

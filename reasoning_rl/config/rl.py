@@ -195,7 +195,8 @@ class GRPOConfig(RLConfig):
                                       "rows x its longest prompt + completion; a group whose prompt runs once stays "
                                       "whole, and a row or such group longer than this runs alone); verl "
                                       "use_dynamic_bsz with ppo_max_token_len_per_gpu. 0 = off (length_buckets "
-                                      "decides); when set, length_buckets is not read", min=0)
+                                      "decides); when set, length_buckets is not read. train/passes and "
+                                      "train/largest_pass show what either cut made", min=0)
     skip_zero_advantage: bool = knob(
         True, "the update leaves out of its forward and backward passes the rows whose advantage is zero on every "
               "token (a group whose samples all scored the same), when nothing else in the loss reaches them (beta = "

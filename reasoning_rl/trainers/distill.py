@@ -35,7 +35,7 @@ from ..types import Group
 from . import loop
 from .algorithm import Learner, Net
 from .grpo import GRPO
-from .grpo_batch import GRPOBatch, micro_batches
+from .grpo_batch import GRPOBatch, micro_batches, pass_metrics
 from .offpolicy import correct_batch, trainer_logprobs
 
 __all__ = ["Distill", "train_distill", "distill_batch"]
@@ -104,7 +104,9 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
     opts = DivergenceOptions(beta=rl.jsd_beta, k=rl.top_k)
     share = learner.share_prompts  # a group's rows in one micro-batch, its prompt run once (student and teacher)
     metrics: dict[str, float] = {}
+    padded = []  # each pass's padded tokens
     for m in micro_batches(mb, rl.length_buckets, share, budget=rl.micro_batch_tokens):
+        padded.append(m.padded)
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask, weight = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, \
             m.loss_mask, m.share
         tc = c_ids.shape[1]
@@ -134,7 +136,7 @@ def dense_minibatch(learner: Learner, teacher, batch: GRPOBatch, idx: torch.Tens
         for k, v in sampled.items():  # each micro-batch weighed by its share of the tokens
             metrics[k] = metrics.get(k, 0.0) + weight * v
     metrics["loss/policy"] = metrics["distill/divergence"]
-    return metrics
+    return {**metrics, **pass_metrics(padded)}
 
 
 class Distill(GRPO):

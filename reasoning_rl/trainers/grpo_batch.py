@@ -149,6 +149,16 @@ class MicroBatch:
     share: float
     last: bool  # the minibatch's last: where DDP all-reduces
 
+    @property
+    def padded(self) -> int:
+        """The tokens its pass holds, padding included: rows x (longest prompt + longest completion)."""
+        return len(self.sub) * (self.p_ids.shape[1] + self.c_ids.shape[1])
+
+
+def pass_metrics(passes: list[int]) -> dict[str, float]:
+    """A minibatch's passes from the padded tokens of each (MicroBatch.padded): how many, and the largest."""
+    return {"train/passes": float(len(passes)), "train/largest_pass": float(max(passes, default=0))}
+
 
 def live_rows(A: torch.Tensor, gcfg: GRPOConfig, entropy_coef: float = 0.0) -> torch.Tensor | None:
     """The rows of a minibatch whose gradient can be non-zero, (n,) bool, or None when every row's can. A row whose
@@ -202,7 +212,9 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     live = live_rows(A, gcfg, entropy_coef)
     metrics: dict[str, float] = {}
     ran = 0.0  # the share of the minibatch's tokens in the micro-batches that ran
+    padded = []  # each pass's padded tokens
     for m in micro_batches(mb, gcfg.length_buckets, share_prompts, live, gcfg.micro_batch_tokens):
+        padded.append(m.padded)
         sub, p_ids, p_mask, c_ids, c_mask, loss_mask = m.sub, m.p_ids, m.p_mask, m.c_ids, m.c_mask, m.loss_mask
         tc = c_ids.shape[1]
         A_sub = A[sub][:, :tc] if A.dim() == 2 else A[sub]
@@ -237,4 +249,4 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
     if live is not None and not live.any():
         metrics["loss/policy"] = 0.0  # no row ran: every row's loss is exactly zero
     metrics["train/zero_advantage_rows"] = 0.0 if live is None else 1.0 - live.float().mean().item()
-    return metrics
+    return {**metrics, **pass_metrics(padded)}
