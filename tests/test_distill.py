@@ -147,7 +147,8 @@ RUN = ["model.sft_warm_start=false", "model.tiny.num_layers=1", "distill.teacher
 
 
 @pytest.mark.parametrize("extra", [[], ["distill.loss=jsd", "distill.jsd_beta=0.5", "distill.reward_weight=1.0"],
-                                   ["distill.loss=topk_forward_kl", "distill.top_k=4"]])
+                                   ["distill.loss=topk_forward_kl", "distill.top_k=4"],
+                                   ["distill.loss=jsd", "distill.micro_batch_tokens=48"]])
 def test_train_distill_runs_on_the_tiny_models_and_documents_its_metrics(tmp_path, extra):
     from reasoning_rl import config
     from reasoning_rl.config import Config
@@ -164,6 +165,8 @@ def test_train_distill_runs_on_the_tiny_models_and_documents_its_metrics(tmp_pat
     assert (tmp_path / "archive.jsonl").read_text().count("\n") == 32 and (tmp_path / "final").is_dir()
     if "distill.loss=jsd" in extra:
         assert all(h["loss/policy"] == pytest.approx(h["distill/divergence"]) for h in history)
+    if "distill.micro_batch_tokens=48" in extra:  # the dense loss's passes within the budget
+        assert all(h["train/passes"] > 1 and h["train/largest_pass"] <= 48 for h in history), history
 
 
 def test_a_teacher_equal_to_the_student_gives_every_token_a_zero_advantage(tmp_path):
