@@ -5,11 +5,11 @@ GRPO minibatch's forward and backward on the real model (SmolLM2-135M-Instruct),
     .venv/bin/python bench/micro_batch_budget.py [--rows 32] [--budgets 2048,4096] [--data FILE] [--one-pass]
 
 The rows are GSM8K's own: `rows` questions of its train split (../shared/data/gsm8k/train.jsonl, read where it
-lies), each in the model's chat template, with its reference solution as the completion, so the lengths are those
-of real text nobody here wrote (prompts of about 100-250 tokens, solutions of 30-400). Advantages are +-1, the
-sampling log-probs those of the model (a no-grad pass before the clock starts). Memory is the growth of the
-child's peak RSS over its peak before the update: the gradients (the same in every setting) and the largest
-pass's activations. No optimiser step. One run each; the machine is noisy: read the ratios.
+lies), each in the model's chat template, with its reference solution as the completion, so the lengths are those of
+real text nobody here wrote (the first 32: prompts of 57-142 tokens, solutions of 62-369). Advantages are +-1, the
+sampling log-probs those of the model (a no-grad pass before the clock starts). Memory is the growth of the child's
+peak RSS over its peak before the update: the gradients (the same in every setting) and the largest pass's
+activations. No optimiser step. One run each; the machine is noisy: read the ratios.
 
 What it shows: with a count, a pass's size follows the longest rows it happens to hold; with a budget it is
 bounded by the budget, and short rows share passes. Not here: the update's result (tests/test_logprobs.py shows
