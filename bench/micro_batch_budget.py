@@ -70,7 +70,7 @@ def child(a) -> None:
     batch = GRPOBatch(dataclasses.replace(tokens, logp_old=old * tokens.c_mask), A, [])
     g = cfg.grpo
     passes = list(micro_batches(batch.tokens, g.length_buckets, budget=g.micro_batch_tokens))
-    sizes = [len(m.sub) * (m.p_ids.shape[1] + m.c_ids.shape[1]) for m in passes]  # padded tokens a pass
+    sizes = [m.padded for m in passes]  # padded tokens a pass
     model.train()
     base = peak_rss_mib()
     t = time.perf_counter()

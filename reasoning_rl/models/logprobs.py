@@ -209,12 +209,10 @@ def length_buckets(lengths: list[int], buckets: int, groups: list[int] | None = 
         order = sorted(range(len(lengths)), key=lengths.__getitem__)
         size = -(-len(order) // max(1, min(buckets, len(order))))
         return [order[i:i + size] for i in range(0, len(order), size)]
-    members: dict[int, list[int]] = {}
-    for i, g in enumerate(groups):
-        members.setdefault(g, []).append(i)
+    members = _members(groups)
     size = -(-len(lengths) // max(1, min(buckets, len(members))))
     runs, run = [], []
-    for m in sorted(members.values(), key=lambda m: max(lengths[i] for i in m)):
+    for m in sorted(members, key=lambda m: max(lengths[i] for i in m)):
         run += m
         if len(run) >= size:
             runs.append(run)
@@ -230,13 +228,7 @@ def token_budget_runs(prompt_lengths: list[int], completion_lengths: list[int], 
     next rows in length order while they fit, so short rows share a pass and long ones get few companions. With
     `groups` (each position's group) a group is never split: groups sorted by their longest row are the units. A
     unit that alone exceeds the budget runs alone (a pass holds at least one)."""
-    if groups is None:
-        units = [[i] for i in range(len(prompt_lengths))]
-    else:
-        members: dict[int, list[int]] = {}
-        for i, g in enumerate(groups):
-            members.setdefault(g, []).append(i)
-        units = list(members.values())
+    units = [[i] for i in range(len(prompt_lengths))] if groups is None else _members(groups)
     runs: list[list[int]] = []
     run: list[int] = []
     tp = tc = 0  # the run's longest prompt and completion
@@ -247,3 +239,11 @@ def token_budget_runs(prompt_lengths: list[int], completion_lengths: list[int], 
             run, tp, tc = [], 0, 0
         run, tp, tc = run + u, max(tp, up), max(tc, uc)
     return runs + ([run] if run else [])
+
+
+def _members(groups: list[int]) -> list[list[int]]:
+    """The positions of each group, groups in order of first appearance: [0, 1, 0] -> [[0, 2], [1]]."""
+    members: dict[int, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    return list(members.values())
