@@ -179,11 +179,27 @@ def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
 
 
 def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
-    """Train (or reuse) the embedded default's SFT checkpoint; returns its directory."""
-
+    """Train (or reuse) the embedded default's SFT checkpoint; returns its directory. Processes that ask for the same
+    checkpoint at once (launched ranks, test workers, two commands) train it once: the others wait on its lock file."""
     out = sft_cache_dir(cfg)
     if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
         return out
+    import fcntl
+
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".lock", "w") as lock:  # one process trains; the others wait for it, then find its folder
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"sft: another process is building {out}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
+            return out
+        return _build(cfg, out, force, log)
+
+
+def _build(cfg: Config, out: str, force: bool, log) -> str:
+    """Train the checkpoint into a folder of this process's own, then publish it as `out`."""
     model, tok = build_tiny(cfg)
     model.to(resolve_device(cfg.model.device))  # model.device: a GPU when present
     train_rows, _ = make_rows(cfg.tasks)
