@@ -5,6 +5,11 @@ BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Slow tests run under CI=true (CI has the time) and with `make test-slow`.
 PYTEST_MARK := $(if $(CI),,-m "not slow")
+# Tests run on one worker per usable core, at most TEST_WORKERS (pytest-xdist; each worker keeps torch at one thread,
+# tests/conftest.py); a worker that runs out of tests takes queued ones from the other. More workers than 2 hold
+# more real models in memory at once: raise it where the memory allows (`make test TEST_WORKERS=8`).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n auto --maxprocesses=$(TEST_WORKERS) --dist worksteal
 
 .PHONY: setup demo test test-slow bench vllm-env
 setup: $(STAMP)
@@ -24,7 +29,7 @@ demo: setup
 	$(BIN)/reasoning-rl demo
 
 test: setup $(if $(CI),vllm-env,)
-	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_MARK)
+	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_PARALLEL) $(PYTEST_MARK)
 
 test-slow: setup
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m slow
