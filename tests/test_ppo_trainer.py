@@ -39,6 +39,33 @@ def test_ppo_loop_mechanics(tmp_path, kl_in_reward):
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tensorboard").iterdir())
 
 
+@pytest.mark.timeout(300)
+def test_micro_batches_by_count_or_by_size_train_the_weights_of_one_padded_batch(tmp_path):
+    """ppo.micro_batch_size and ppo.micro_batch_tokens on the tiny model: three rounds whose 8-row minibatches run as
+    several passes end on the policy weights of the run that takes each minibatch in one pass (float
+    noise): each pass is weighed by its share of the minibatch's tokens, every loss term being a token mean. (Weighed
+    by its share of the rows, as before, passes of unequal lengths moved a weight by 6e-3 here.) The metrics say
+    how many passes ran and how large the largest was."""
+    runs = {}
+    for cut in ("ppo.micro_batch_size=0", "ppo.micro_batch_size=3", "ppo.micro_batch_tokens=48"):
+        cfg = config.load(Config, overrides=[
+            f"output_dir={tmp_path / cut}", "model.sft_warm_start=false", "model.tiny.num_layers=1", "ppo.steps=3",
+            "ppo.prompts_per_step=4", "ppo.group_size=2", "ppo.minibatch_size=8", "ppo.num_iterations=1",
+            "ppo.eval_every=0", "ppo.eval_at_start=false", "ppo.eval_at_end=false", "ppo.train_prompts=32",
+            "ppo.verifier_workers=1", "ppo.warmup_steps=0", "ppo.lr=1e-3", "ppo.critic_lr=1e-3", cut])
+        history, model, _ = train_ppo(cfg, log=lambda *_: None)
+        runs[cut] = history, [p.detach().clone() for p in model.parameters()]
+    (h_one, w_one), (h_count, w_count), (h_size, w_size) = runs.values()
+    assert all(h["train/passes"] == 1 for h in h_one) and all(h["train/passes"] == 3 for h in h_count)
+    assert all(h["train/passes"] > 2 and h["train/largest_pass"] <= 48 for h in h_size), h_size
+    rewards = [[h["reward/mean"] for h in h] for h in (h_one, h_count, h_size)]
+    assert rewards[0] == rewards[1] == rewards[2]
+    for h, w in ((h_count, w_count), (h_size, w_size)):  # Adam: within 1e-4, a thirtieth of what 3 steps can move
+        moved = max((a - b).abs().max().item() for a, b in zip(w_one, w))
+        assert moved < 1e-4, moved
+        assert h[-1]["loss/value"] == pytest.approx(h_one[-1]["loss/value"], rel=1e-3)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_ppo_raises_heldout_accuracy_over_the_sft_start(tmp_path):

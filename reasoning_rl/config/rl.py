@@ -300,8 +300,15 @@ class PPOConfig(RLConfig):
     adaptive_kl: bool = knob(False, "adapt beta towards kl_target (Ziegler et al. 2019; docs/algorithms.md §kl)")
     kl_target: float = knob(0.05, "target KL per token for the adaptive controller", min=0.0)
     kl_horizon: int = knob(1000, "adaptive controller horizon in steps", min=1)
-    micro_batch_size: int = knob(0, "sequences per forward/backward; gradients accumulate to minibatch_size "
-                                    "(0 = the whole minibatch at once)", min=0)
+    micro_batch_size: int = knob(0, "sequences per forward/backward, in the minibatch's order, each pass padded only "
+                                    "to its own longest row and weighed by its share of the minibatch's tokens, "
+                                    "so gradients accumulate to one padded batch's (0 = the whole minibatch at "
+                                    "once)", min=0)
+    micro_batch_tokens: int = knob(0, "cut each minibatch into micro-batches by size instead of by count, as "
+                                      "grpo.micro_batch_tokens: rows in length order, each pass at most this many "
+                                      "padded tokens (rows x its longest prompt + completion; a row longer than this "
+                                      "runs alone). 0 = off (micro_batch_size decides); when set, micro_batch_size "
+                                      "is not read", min=0)
     whiten_advantages: bool = knob(True, "normalise advantages to zero mean, unit std over the batch's tokens")
 
     SECTION: ClassVar[str] = "ppo"

@@ -172,7 +172,7 @@ def live_rows(A: torch.Tensor, gcfg: GRPOConfig, entropy_coef: float = 0.0) -> t
 
 
 def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, live: torch.Tensor | None = None,
-                  budget: int = 0):
+                  budget: int = 0) -> list[MicroBatch]:
     """The minibatch `mb` cut into up to `buckets` micro-batches of similar length (logprobs.length_buckets), each
     padded only to its own longest; with `share_prompts` a group's rows stay in one (its prompt runs once there).
     `live` (n,) bool: only those rows are cut into micro-batches, each still weighed by its share of every row's
@@ -180,7 +180,6 @@ def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, liv
     the rows one of the whole minibatch's holds (n / buckets, a group kept whole): the same memory, larger products.
     `budget` > 0 (grpo.micro_batch_tokens) cuts by size instead: each micro-batch at most `budget` padded tokens,
     rows x its longest prompt + completion (logprobs.token_budget_runs); `buckets` is then not read."""
-    T = mb.loss_mask.sum().clamp(min=1)
     rows = torch.arange(len(mb)) if live is None else live.nonzero().squeeze(-1)  # (r,) the rows that run
     p_len, c_len = mb.p_mask.sum(-1)[rows].tolist(), mb.c_mask.sum(-1)[rows].tolist()
     groups = prompt_runs(mb.p_ids, mb.p_mask)[1][rows].tolist() if share_prompts else None
@@ -190,12 +189,20 @@ def micro_batches(mb: TokenBatch, buckets: int, share_prompts: bool = False, liv
         cap = -(-len(mb) // max(1, buckets))  # rows in a micro-batch of the whole minibatch
         lengths = [p + c for p, c in zip(p_len, c_len)]
         chunks = length_buckets(lengths, -(-len(rows) // cap), groups=groups)  # as few as hold the rows that run
-    for k, chunk in enumerate(chunks):
-        sub = rows[torch.tensor(chunk, dtype=torch.long)]
+    return cut(mb, [rows[torch.tensor(chunk, dtype=torch.long)] for chunk in chunks])
+
+
+def cut(mb: TokenBatch, subs: list[torch.Tensor]) -> list[MicroBatch]:
+    """The micro-batches of `mb` whose rows are `subs` (each (n,), indices into `mb`), each trimmed to its own
+    longest row and weighed by its share of all of `mb`'s trained tokens."""
+    T = mb.loss_mask.sum().clamp(min=1)
+    out = []
+    for k, sub in enumerate(subs):
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
         loss_mask = mb.loss_mask[sub][:, :c_ids.shape[1]]
-        yield MicroBatch(sub, p_ids, p_mask, c_ids, c_mask, loss_mask, float(loss_mask.sum() / T),
-                         k == len(chunks) - 1)
+        out.append(MicroBatch(sub, p_ids, p_mask, c_ids, c_mask, loss_mask, float(loss_mask.sum() / T),
+                              k == len(subs) - 1))
+    return out
 
 
 def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationConfig, batch: GRPOBatch,

@@ -62,9 +62,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("train/zero_advantage_rows", "fraction", "grpo, distill", "rows of the update's minibatches left out of "
            "its passes: zero advantage on every token and nothing else in the loss, so a zero gradient "
            "(grpo.skip_zero_advantage)"),
-    Metric("train/passes", "passes", "grpo, distill", "forward and backward passes (micro-batches) a minibatch ran, "
-           "mean over the update's minibatches (grpo.length_buckets or grpo.micro_batch_tokens)"),
-    Metric("train/largest_pass", "tokens", "grpo, distill", "padded tokens of a minibatch's largest pass, rows x "
+    Metric("train/passes", "passes", BOTH, "forward and backward passes (micro-batches) a minibatch "
+           "ran, mean over the update's minibatches (grpo.length_buckets or grpo.micro_batch_tokens; "
+           "ppo.micro_batch_size or ppo.micro_batch_tokens)"),
+    Metric("train/largest_pass", "tokens", BOTH, "padded tokens of a minibatch's largest pass, rows x "
            "(longest prompt + longest completion): what sets the update's memory; mean over the minibatches"),
     Metric("grad_norm", "norm", BOTH, "policy gradient norm before clipping"),
     Metric("grad_norm/critic", "norm", "ppo", "critic gradient norm before clipping"),

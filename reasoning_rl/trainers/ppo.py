@@ -8,7 +8,9 @@ What is PPO's own (the loop, `loop.py`, samples, verifies, records, evaluates an
   - multi-turn episodes (ppo.environment): rewards, KL, GAE, whitening and both losses on the model's tokens
     only; the critic reads the whole sequence, observations included, and GAE skips them (§gae);
   - the update: policy loss = PPO clip (- entropy_coef * entropy), critic loss = clipped value loss (§gae);
-    each model its own optimiser and gradient clip (the loop's `Net`s); micro-batches accumulate;
+    each model its own optimiser and gradient clip (the loop's `Net`s); micro-batches, by count (micro_batch_size)
+    or within a padded-token budget (micro_batch_tokens), each weighed by its share of the tokens, accumulate to one
+    padded batch's gradient;
   - after the update: the adaptive KL controller (§kl).
 
 The critic is a copy of the policy's transformer with a scalar head initialised at zero, so
@@ -35,6 +37,7 @@ from ..types import Group
 from . import loop
 from .algorithm import Learner, Net, adamw
 from .distributed import zero_loss
+from .grpo_batch import MicroBatch, cut, micro_batches, pass_metrics
 from .offpolicy import correct_batch
 
 
@@ -144,44 +147,57 @@ class PPO:
         return batch, m
 
     def minibatch(self, learner: Learner, batch: PPOBatch, idx) -> dict[str, float]:
-        """Policy and critic gradients of the rows `idx`, accumulated over micro-batches of `micro_batch_size`."""
-        p, ranks, stats = learner.rl, learner.ranks, {}
-        micro = p.micro_batch_size or p.minibatch_size
-        for k in range(0, len(idx), micro):
-            sub = idx[k:k + micro]
-            share = len(sub) / len(idx)  # accumulate: the micro-batch's share of the minibatch
-            skip = k + micro < len(idx)  # DDP all-reduces on a minibatch's last micro-batch only
+        """Policy and critic gradients of the rows `idx`, accumulated over its micro-batches (`_micro_batches`), each
+        weighed by its share of the minibatch's tokens: every loss term is a token mean, so the sum is one padded
+        batch's gradient. Metrics are token-weighted (ratio/max the max)."""
+        ranks, stats = learner.ranks, {}
+        runs = self._micro_batches(learner, batch, idx)
+        for m in runs:
+            skip = not m.last  # DDP all-reduces on a minibatch's last micro-batch only
             with ranks.no_sync(learner.policy.wrapped, skip), ranks.no_sync(self.critic_t, skip):
-                metrics = self._micro(learner, batch, sub, share)
+                metrics = self._micro(learner, batch, idx[m.sub], m)
             for key, val in metrics.items():
-                stats.setdefault(key, []).append(val)
-        return {k: sum(v) / len(v) for k, v in stats.items()}
+                stats[key] = max(stats.get(key, val), val) if key == "ratio/max" else stats.get(key, 0) + m.share * val
+        return {**stats, **pass_metrics([m.padded for m in runs])}
 
-    def _micro(self, learner: Learner, batch: PPOBatch, sub, share: float) -> dict[str, float]:
-        p, b = learner.rl, batch.tokens[sub]
+    def _micro_batches(self, learner: Learner, batch: PPOBatch, idx) -> list[MicroBatch]:
+        """The minibatch `idx` cut by size (ppo.micro_batch_tokens: rows in length order, each pass within the
+        budget, logprobs.token_budget_runs) or by count (ppo.micro_batch_size rows at a time, in order)."""
+        p, mb = learner.rl, batch.tokens[idx]
+        if p.micro_batch_tokens:
+            return micro_batches(mb, 1, learner.share_prompts, budget=p.micro_batch_tokens)
+        size = p.micro_batch_size or len(mb)
+        return cut(mb, [torch.arange(k, min(k + size, len(mb))) for k in range(0, len(mb), size)])
+
+    def _micro(self, learner: Learner, batch: PPOBatch, rows, m: MicroBatch) -> dict[str, float]:
+        """The losses of one micro-batch (`rows` of the batch, trimmed as `m`), backpropagated at its share."""
+        p, tc = learner.rl, m.c_ids.shape[1]
+
+        def own(t):  # (B, T) -> (n, tc): this micro-batch's rows and columns
+            return t[rows][:, :tc]
+
         with autocast(p.bf16, learner.model):
-            logp, ent = token_logprobs(learner.policy.wrapped, b.p_ids, b.p_mask, b.c_ids, b.c_mask,
+            logp, ent = token_logprobs(learner.policy.wrapped, m.p_ids, m.p_mask, m.c_ids, m.c_mask,
                                        temperature=learner.temperature, return_entropy=True,
                                        share_prompts=learner.share_prompts)
-            v = self.critic_t(b.p_ids, b.p_mask, b.c_ids, b.c_mask)
+            v = self.critic_t(m.p_ids, m.p_mask, m.c_ids, m.c_mask)
         logp, ent, v = logp.float(), ent.float(), v.float()
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
-        pol = ppo_clip(logp, b.logp_old, batch.A[sub], b.loss_mask, eps_low=p.eps_low, eps_high=p.eps_high,
-                       agg="token_mean", logp_ref=batch.logp_ref[sub] if in_loss else None,
+        pol = ppo_clip(logp, own(batch.tokens.logp_old), own(batch.A), m.loss_mask, eps_low=p.eps_low,
+                       eps_high=p.eps_high, agg="token_mean", logp_ref=own(batch.logp_ref) if in_loss else None,
                        beta=self.kl_ctl.coef if in_loss else 0.0, kl_estimator=p.kl_estimator,
-                       is_weight=None if batch.is_weight is None else batch.is_weight[sub])
+                       is_weight=None if batch.is_weight is None else own(batch.is_weight))
         loss = pol.loss
         if p.entropy_coef > 0:
-            loss = loss + p.entropy_coef * entropy_bonus(ent, b.loss_mask).loss
-        vl = value_loss(v, batch.returns[sub], b.loss_mask, values_old=batch.values_old[sub],
+            loss = loss + p.entropy_coef * entropy_bonus(ent, m.loss_mask).loss
+        vl = value_loss(v, own(batch.returns), m.loss_mask, values_old=own(batch.values_old),
                         clip_range=p.vf_clip or None)
-        (loss * share).backward()
-        (vl.loss * share).backward()
-        return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), b.loss_mask)}
+        (loss * m.share).backward()
+        (vl.loss * m.share).backward()
+        return {**pol.metrics, **vl.metrics, "entropy": masked_mean(ent.detach(), m.loss_mask)}
 
     def passes(self, learner: Learner, batch: PPOBatch, idx) -> int:
-        p = learner.rl
-        return -(-len(idx) // (p.micro_batch_size or p.minibatch_size))
+        return len(self._micro_batches(learner, batch, idx))
 
     def touch(self, learner: Learner) -> None:
         zero_loss(learner.policy.wrapped, critic=self.critic_t)  # _micro's order
