@@ -45,7 +45,6 @@ def test_force_replaces_a_complete_folder_and_a_missing_one_is_created(tmp_path)
     assert (fresh / "weights").read_text() == "first"
 
 
-
 _BUILD = """
 import sys
 from reasoning_rl import config

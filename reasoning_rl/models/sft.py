@@ -28,7 +28,7 @@ from ..algos.losses import masked_nll
 from .tiny.model import build_tiny
 from .device import configure_process, resolve_device
 from .optim import adamw
-from .sources import cache_root
+from .sources import building, cache_root
 from ..task.embedded.arithmetic import make_rows, tool_solution, worked_solution
 
 SFT_RECIPE_VERSION = "2"
@@ -184,15 +184,7 @@ def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:
     out = sft_cache_dir(cfg)
     if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
         return out
-    import fcntl
-
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".lock", "w") as lock:  # one process trains; the others wait for it, then find its folder
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"sft: another process is building {out}; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+    with building(out, log=lambda m: log(f"sft: {m}")):  # one process trains; the others wait, then find its folder
         if not force and os.path.exists(os.path.join(out, "sft_meta.json")):
             return out
         return _build(cfg, out, force, log)

@@ -19,6 +19,7 @@ Not here: loading the model (models/load.py), downloading anything, or writing G
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -131,6 +132,24 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def building(out: str, log=None):
+    """Hold the cache folder `out`'s lock file (`out`.lock) for the block: processes that would build the same folder
+    at once (launched ranks, test workers, two commands) build it one at a time, so the ones that wait find it built.
+    With `log`, a process that has to wait says so first."""
+    import fcntl
+
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out + ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if log is not None:
+                log(f"another process is building {out}; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def resolve(name: str, gguf_file: str = "", dtype: str = "float32", log=print) -> str:
     """What `from_pretrained` should load for this config: the name as given, or a GGUF's converted folder."""
     path = gguf_path(name, gguf_file)
@@ -139,11 +158,7 @@ def resolve(name: str, gguf_file: str = "", dtype: str = "float32", log=print) -
     out = cache_dir(path, dtype)
     if os.path.isfile(os.path.join(out, "source.json")):
         return out
-    import fcntl
-
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process converts; the others wait, then find the folder
+    with building(out):  # one process converts; the others wait, then find the folder
         if not os.path.isfile(os.path.join(out, "source.json")):
             check_gguf(path)
             log(f"model: converting {path} to a Hugging Face folder in {out} (once per file and dtype)")
