@@ -56,7 +56,24 @@ class Counts(Verifier):
         return Verdict.correct(float(os.getpid()))
 
 
-for _v in (Hangs(), Crashes(), Counts()):
+class LoadsSlowly(Verifier):
+    """Takes `load_s` seconds to unpickle in a worker: a plugin whose import is slow, or a machine under load."""
+
+    version = "1"
+    spec = VerifierSpec(needs=(), default_timeout=0.5)
+
+    def __init__(self, name: str, load_s: float) -> None:
+        self.name, self.load_s = name, load_s
+
+    def __setstate__(self, state: dict) -> None:
+        time.sleep(state["load_s"])
+        self.__dict__.update(state)
+
+    def verify(self, completion, reference=None, **o):
+        return Verdict.correct()
+
+
+for _v in (Hangs(), Crashes(), Counts(), LoadsSlowly("test_loads_slowly", 1.5), LoadsSlowly("test_loads_never", 600)):
     if _v.name not in verifiers.names():
         verifiers.register(_v)
 
@@ -70,9 +87,9 @@ def pool():
 
 @pytest.mark.timeout(60)
 def test_hanging_verifier_times_out_and_pool_carries_on(pool):
-    # the hangs get the default 0.5 s; the good calls 5 s, as a replacement worker first loads the verifier (importing
-    # this module) within the call's time, which took over 0.5 s with a second test worker on the machine
-    good = {"timeout": 5.0}
+    # every call gets the default 0.5 s: a replacement worker loads the verifier (importing this module) first, which
+    # took over 0.5 s with a second test worker on the machine, and that is not the call's time
+    good = {}
     t0 = time.monotonic()
     out = pool.run([Call("test_hangs", "hang", None, {}), Call("test_hangs", "ok", None, good),
                     Call("test_hangs", "hang again", None, {}), Call("test_hangs", "ok 2", None, good)])
@@ -83,6 +100,33 @@ def test_hanging_verifier_times_out_and_pool_carries_on(pool):
     assert pool.verify("test_hangs", "ok").status is Status.CORRECT  # replacements work
     m = pool.metrics()
     assert m["verifier/test_hangs/timeout"] == 2 and m["verifier/test_hangs/timeout_rate"] == 2 / 5
+
+
+@pytest.mark.timeout(60)
+def test_loading_a_verifier_is_not_the_calls_time(pool):
+    # a worker that takes 1.5 s to load the verifier still answers a call that may take 0.5 s (it was TIMEOUT
+    # when the clock started at sending); the latency recorded is the call's own
+    out = pool.run([Call("test_loads_slowly", "a", None, {}), Call("test_loads_slowly", "b", None, {})])
+    assert [v.status for v in out] == [Status.CORRECT] * 2
+    assert pool.workers_replaced == 0
+    assert pool.metrics()["verifier/test_loads_slowly/latency_p99_ms"] < 1000
+
+
+@pytest.mark.timeout(60)
+def test_a_load_that_never_ends_is_a_timeout_of_its_own():
+    with VerifierPool(num_workers=1, load_timeout=1.0) as p:
+        t0 = time.monotonic()
+        v = p.verify("test_loads_never", "x")
+        assert v.status is Status.TIMEOUT and v.score is None  # masked, never 0
+        assert "verifier not loaded within 1s" in v.detail and time.monotonic() - t0 < 10
+        assert p.workers_replaced == 1
+        assert p.verify("test_hangs", "ok").status is Status.CORRECT  # the replacement serves the next call
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), "60"])
+def test_a_bad_load_timeout_is_named(bad):
+    with pytest.raises(ValueError, match=r"VerifierPool.load_timeout must be > 0 seconds, got"):
+        VerifierPool(load_timeout=bad)
 
 
 @pytest.mark.timeout(60)

@@ -108,6 +108,7 @@ class ProcessWorker:
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()
+        self.loading: set[int] = set()  # ids of held calls whose verifier this worker loads first
 
     def alive(self) -> bool:
         return self.proc.is_alive()

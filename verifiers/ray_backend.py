@@ -187,6 +187,7 @@ class RayWorker:
         self.deadline = 0.0
         self.started = 0.0
         self.sent_verifiers: set[str] = set()
+        self.loading: set[int] = set()  # ids of held calls whose verifier this worker loads first
 
     @classmethod
     def start(cls, memory_mb: int, address: str | None = None, tag: str = "rrl-verifier",

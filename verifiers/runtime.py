@@ -46,9 +46,11 @@ from .registry import distribution, get
 _SEND_TRIES = 3  # a call whose worker was found dead this many times is answered ERROR
 
 # Worker backends, chosen by name: `start(memory_mb, address, tag, live)` makes one. A worker offers: conn
-# (send/recv/fileno), task, call_id, started, deadline, queue, batch_max, sent_verifiers, alive(), exit_code(),
-# kill(), stop(). Up to `batch_max` calls travel in one message (a message costs more than a `math` check); the
-# worker answers them one by one, in order, so each still has its own deadline (counted from the previous reply).
+# (send/recv/fileno), task, call_id, started, deadline, queue, batch_max, sent_verifiers, loading, alive(),
+# exit_code(), kill(), stop(). Up to `batch_max` calls travel in one message (a message costs more than a `math`
+# check); the worker answers them one by one, in order, so each still has its own deadline (counted from the previous
+# reply). A call whose verifier the worker loads first (`loading`: its call ids) has the pool's `load_timeout` for
+# that; the worker says ("loaded",) when done, and the call's own time starts then.
 WORKER_BACKENDS = {"process": ProcessWorker, "ray": RayWorker}
 
 
@@ -107,6 +109,10 @@ class VerifierPool:
     timeout:     seconds per call; None = the verifier's `time_budget` for the call, else `spec.default_timeout`
                  (a `timeout=` option on a call overrides both).
     memory_mb:   address-space cap per worker (0 = none).
+    load_timeout: seconds a worker may take to load a verifier before its first call there (a fresh worker's
+                 start, a plugin's import, a user verifier unpickled): not counted in the call's own time, so a
+                 replacement worker on a loaded machine does not turn a good call into TIMEOUT; a load that
+                 overruns it is TIMEOUT (masked) and the worker is replaced.
     cache_size:  deterministic verdicts kept in memory (0 = no cache); with the cache on, identical deterministic
                  calls in one batch also run once.
     backend:     "process" (local worker processes) or "ray" (Ray actors, any number of nodes: the same
@@ -114,7 +120,8 @@ class VerifierPool:
     """
 
     def __init__(self, num_workers: int | None = None, timeout: float | None = None, memory_mb: int = 4096,
-                 cache_size: int = 200_000, backend: str = "process", ray_address: str | None = None) -> None:
+                 cache_size: int = 200_000, backend: str = "process", ray_address: str | None = None,
+                 load_timeout: float = 60.0) -> None:
         if backend not in WORKER_BACKENDS:
             raise ValueError(f"VerifierPool.backend must be one of {sorted(WORKER_BACKENDS)}, got {backend!r}")
         self.backend, self.ray_address = backend, ray_address
@@ -122,6 +129,9 @@ class VerifierPool:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"VerifierPool.timeout must be > 0 seconds, got {timeout!r}")
         self.timeout = timeout
+        if not (isinstance(load_timeout, (int, float)) and math.isfinite(load_timeout) and load_timeout > 0):
+            raise ValueError(f"VerifierPool.load_timeout must be > 0 seconds, got {load_timeout!r}")
+        self.load_timeout = float(load_timeout)
         self.memory_mb = memory_mb
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Verdict] = OrderedDict()
@@ -226,6 +236,9 @@ class VerifierPool:
                     w = busy.pop(conn)
                     i, started = w.task, w.started
                     verdict, unrun = self._receive(w, timeouts)
+                    if verdict is None:  # the worker has loaded the verifier: the call's own time runs from now
+                        busy[conn] = w
+                        continue
                     self._finish(i, calls[i], verdict, time.monotonic() - started, results, keys)
                     pending.extend(unrun)  # the rest of a dead worker's batch never ran: send it elsewhere
                     if w.task is not None:
@@ -236,7 +249,8 @@ class VerifierPool:
                         busy.pop(conn)
                         i, unrun = w.task, [q[0] for q in w.queue]
                         self._replace(w)
-                        verdict = Verdict.masked_as(Status.TIMEOUT, f"no verdict within {w.deadline - w.started:.3g}s; "
+                        what = "verifier not loaded" if w.call_id in w.loading else "no verdict"
+                        verdict = Verdict.masked_as(Status.TIMEOUT, f"{what} within {w.deadline - w.started:.3g}s; "
                                                                    "worker killed and replaced")
                         self._finish(i, calls[i], verdict, now - w.started, results, keys)
                         pending.extend(unrun)
@@ -262,20 +276,22 @@ class VerifierPool:
         holds the first (`task`), the rest wait in its `queue`. Returns the calls to send again: the worker
         had died while idle (it is replaced; a call found so `_SEND_TRIES` times is answered ERROR), or a batch
         could not be pickled (its calls then travel alone). A single call that cannot be sent is ERROR."""
-        msgs, ids, seen = [], [], set(w.sent_verifiers)
+        msgs, ids, seen, loading = [], [], set(w.sent_verifiers), set()
         for i in batch:
             c = calls[i]
             opts = {k: val for k, val in c.options.items() if k != "timeout"}
             blob = (c.verifier, None if c.verifier in seen else blobs[c.verifier])
-            seen.add(c.verifier)
             self._next_id += 1
+            if c.verifier not in seen:
+                loading.add(self._next_id)  # the worker loads it first, and says so
+            seen.add(c.verifier)
             ids.append(self._next_id)
             msgs.append((self._next_id, blob, c.completion, c.reference, opts))
         # the worker is marked as holding the calls before they are sent: an interrupt between the two must
         # leave a worker that is reaped, never one that owes a reply nobody is waiting for
         now = time.monotonic()
-        w.task, w.call_id, w.started, w.deadline = batch[0], ids[0], now, now + timeouts[batch[0]]
-        w.queue = list(zip(batch[1:], ids[1:]))
+        w.task, w.call_id, w.loading, w.queue = batch[0], ids[0], loading, list(zip(batch[1:], ids[1:]))
+        w.started, w.deadline = now, now + self._allowed(w, timeouts)
         try:
             w.conn.send(msgs[0] if len(msgs) == 1 else msgs)
         except OSError as e:  # a broken pipe: the worker died while idle
@@ -321,17 +337,27 @@ class VerifierPool:
             self._replace(w)
             return Verdict.masked_as(Status.ERROR, f"worker answered call {call_id} while holding call {held}; "
                                                    "worker replaced"), unrun
+        if reply[0] == "loaded":  # not a verdict: the call's own time starts now
+            w.loading.discard(call_id)
+            w.started = time.monotonic()
+            w.deadline = w.started + timeouts[w.task]
+            return None, []
         w.task = w.call_id = None
         if w.queue:
             (w.task, w.call_id), w.queue = w.queue[0], w.queue[1:]
             w.started = time.monotonic()
-            w.deadline = w.started + timeouts[w.task]
+            w.deadline = w.started + self._allowed(w, timeouts)
         if reply[0] == "ok":
             _, status, score, detail, metrics, _lat = reply
             return Verdict(Status(status), score, detail, metrics), []
         return Verdict.masked_as(Status.ERROR, reply[1]), []
 
     # -- helpers -----------------------------------------------------------------
+    def _allowed(self, w, timeouts: dict) -> float:
+        """Seconds the call `w` now holds may run before its next word: the load timeout while the worker loads
+        its verifier (it says ("loaded",) when done), else the call's own."""
+        return self.load_timeout if w.call_id in w.loading else timeouts[w.task]
+
     def _call_timeout(self, v: Verifier, c: Call) -> float:
         """Seconds call `c` may take: its `timeout` option, else the verifier's budget, the pool's, the spec's.
 

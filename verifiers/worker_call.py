@@ -8,6 +8,8 @@ Not here: deadlines and killing (the pool's), transport.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import pickle
 import time
 import traceback
@@ -18,13 +20,24 @@ BATCH_MAX = 64  # calls per message to a worker (each answered, and timed, on it
 from .registry import get
 
 
-def handle_call(known: dict, blob, completion, reference, options) -> tuple:
-    """One call inside a worker (process or Ray actor): the reply tuple the pool turns into a Verdict."""
+def load(known: dict, blob):
+    """The verifier a call names, loaded into `known` on its first call in this worker: `blob` is (name, pickled
+    verifier or None); None loads a built-in or plugin by name. Returns (verifier, whether it was loaded now)."""
+    verifier = known.get(blob[0])
+    if verifier is not None and blob[1] is None:
+        return verifier, False
+    verifier = pickle.loads(blob[1]) if blob[1] is not None else get(blob[0])
+    known[blob[0]] = verifier
+    return verifier, True
+
+
+def handle_call(known: dict, blob, completion, reference, options, loaded=None) -> tuple:
+    """One call inside a worker (process or Ray actor): the reply tuple the pool turns into a Verdict. `loaded()` is
+    called once the verifier is at hand, when it had to be loaded first (the pool's clock for the call starts then)."""
     try:
-        verifier = known.get(blob[0])
-        if verifier is None or blob[1] is not None:
-            verifier = pickle.loads(blob[1]) if blob[1] is not None else get(blob[0])
-            known[blob[0]] = verifier
+        verifier, fresh = load(known, blob)
+        if fresh and loaded is not None:
+            loaded()
         t0 = time.perf_counter()
         v = verifier.verify(completion, reference, **options)
         check_verdict(verifier, v)
@@ -39,7 +52,9 @@ def handle_call(known: dict, blob, completion, reference, options) -> tuple:
 def serve(conn, known: dict) -> None:
     """Answer (call id, verifier, completion, reference, options) messages, or lists of them, with (call id,
     reply) until the connection closes or sends None. The call id travels back with its reply, so the pool can
-    tell a reply to the call it waits for from anything else."""
+    tell a reply to the call it waits for from anything else. A call whose verifier this worker loads first is
+    preceded by (call id, ("loaded",)): loading (importing a plugin, unpickling a user's verifier) is not the call's
+    time."""
     while True:
         try:
             msg = conn.recv()
@@ -48,7 +63,7 @@ def serve(conn, known: dict) -> None:
         if msg is None:
             return
         for call_id, *call in (msg if isinstance(msg, list) else [msg]):
-            reply = handle_call(known, *call)
+            reply = handle_call(known, *call, loaded=partial(conn.send, (call_id, ("loaded",))))
             try:
                 conn.send((call_id, reply))
             except (ValueError, pickle.PicklingError, TypeError, AttributeError) as e:  # the reply itself

@@ -66,6 +66,10 @@ class RLConfig:
     verifier_workers: int = knob(2, "verifier worker processes", min=1)
     verifier_backend: Literal["process", "ray"] = knob("process", "process (local workers) | ray (Ray actors; "
                                                        "RAY_ADDRESS joins a cluster)")
+    verifier_load_timeout_s: float = knob(60.0, "seconds a verifier worker may take to load a verifier before its "
+                                               "first call there (a plugin's import, a fresh worker's start); not "
+                                               "counted in the call's own time; a load past it is TIMEOUT (masked)",
+                                          min=0.001)
     engine: Literal["hf", "worker", "vllm", "openai"] = knob(
         "hf", "rollout engine: hf (transformers, the CPU default) | worker (hf in a generation process of its own, "
               "weights pushed each round; what max_staleness >= 1 needs on one machine) | vllm (needs vLLM "

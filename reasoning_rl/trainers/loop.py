@@ -105,7 +105,7 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     task = Task.from_config(cfg.tasks)  # rows read and checked before any model loads
     reward = task.reward(rl)
     pool = verifiers.VerifierPool(num_workers=rl.verifier_workers, backend=rl.verifier_backend,
-                                  ray_address=os.environ.get("RAY_ADDRESS"))
+                                  ray_address=os.environ.get("RAY_ADDRESS"), load_timeout=rl.verifier_load_timeout_s)
     # prompts as the model sees them (with the environment's tools in the chat format): over-long rows are dropped
     # before loading
     task.render(load_tokenizer(cfg), tools=prompt_tools(rl))
