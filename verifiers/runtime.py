@@ -320,10 +320,12 @@ class VerifierPool:
         busy[w.conn] = w
         return []
 
-    def _receive(self, w, timeouts: dict) -> tuple[Verdict, list[int]]:
+    def _receive(self, w, timeouts: dict) -> tuple[Verdict | None, list[int]]:
         """The verdict for the call `w` holds, and the calls of its batch that will now never run. A dead worker,
         or a reply for any other call id, is ERROR (masked) and the worker is replaced: a reply is never matched
-        to a call it was not sent for. On a good reply the worker moves on to the next call of its batch."""
+        to a call it was not sent for. On a good reply the worker moves on to the next call of its batch. The
+        worker's word that it has loaded the call's verifier is no verdict: (None, []), and the call's own time
+        starts then."""
         try:
             call_id, reply = w.conn.recv()
         except (EOFError, OSError):

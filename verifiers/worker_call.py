@@ -2,22 +2,23 @@
 
 Shared by both worker backends, so statuses, details and metrics are identical whichever runs the call.
 A verifier that raises or returns something other than a valid Verdict is answered ("error", why): the pool
-masks it (ERROR, score None), never 0. `serve(conn, known)` is the workers' loop over any connection with send/recv: a message is one call
-or a batch of calls (a list), answered one reply per call, in order, each as soon as it is made.
+masks it (ERROR, score None), never 0. `serve(conn, known)` is the workers' loop over any connection with send/recv:
+a message is one call or a batch of calls (a list), answered one reply per call, in order, each as soon as it is
+made, a call whose verifier the worker loads first preceded by the word that it has loaded it.
 Not here: deadlines and killing (the pool's), transport.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import pickle
 import time
 import traceback
+from functools import partial
 
 from .base import check_verdict
-
-BATCH_MAX = 64  # calls per message to a worker (each answered, and timed, on its own): a message costs more than a math check
 from .registry import get
+
+BATCH_MAX = 64  # calls per message to a worker (each answered, and timed, on its own): a message costs more than a
+#               math check
 
 
 def load(known: dict, blob):
