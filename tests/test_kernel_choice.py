@@ -1,8 +1,9 @@
 """`generation.cpu_decode=auto` chooses by measurement (rollout/kernel_choice.py): fake timings in, choice out; the
-choice is cached per machine and shape and read back without measuring; another machine measures again, and so does
-the next run after a measurement on a loaded machine; the union of the kernels that win alone and its neighbours are
-timed beside eager and the best of them alone; a real measurement on a small llama times eager and each kernel and
-leaves the run's random stream as it was."""
+choice is cached per machine and shape and read back without measuring; another machine measures again; a
+measurement on a loaded machine is provisional (reused by runs that find the machine loaded, measured again on a
+quiet one); the union of the kernels that win alone and its neighbours are timed beside eager and the best of them
+alone; a real measurement on a small llama times eager and each kernel and leaves the run's random stream as it
+was."""
 from __future__ import annotations
 
 import os
@@ -223,20 +224,47 @@ def test_the_winners_union_and_its_neighbours_are_timed_beside_eager_and_the_bes
     assert timings == pytest.approx({**{k: t * second[E] for k, t in first.items()}, **second})
 
 
-def test_a_measurement_on_a_loaded_machine_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
+def _cache_files(tmp_path) -> list[str]:
+    folder = tmp_path / "kernels"
+    return sorted(p.name.split(".", 1)[1] for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_a_measurement_on_a_loaded_machine_is_provisional_reused_loaded_and_measured_again_quiet(
+        measured_model, monkeypatch, tmp_path):
+    """Measured under load, the choice is used and kept apart from the cache; a later run on the machine still
+    loaded reuses it without measuring (two ranks on one machine, the tests on a worker per core); a run on a quiet
+    machine measures again, caches, and no run reads the provisional one after that."""
     cores = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(kernel_choice, "_busy", lambda: BUSY(lambda: cores + 2.0))  # two other processes running
+    loaded = lambda: BUSY(lambda: cores + 2.0)  # noqa: E731 (two other processes running)
+    monkeypatch.setattr(kernel_choice, "_busy", loaded)
     monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.0))
     got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
-    assert got.kernels == D and not got.cached and "not cached" in got.describe()
-    assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").iterdir())
-    monkeypatch.setattr(kernel_choice, "_MEMO", {})  # a later run on a quiet machine measures again, and caches
+    assert got.kernels == D and not got.cached
+    assert f"(just now); time vs eager: draw 0.50, eager 1.00; the machine's load average is {cores + 2.0:.1f} on " \
+           f"{cores} cores: kept apart from the cache" in got.describe()
+    assert _cache_files(tmp_path) == ["loaded.json"]
+    # a later run, the machine still loaded: the provisional choice, no measurement
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: pytest.fail("measured again under load"))
+    got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
+    assert got.kernels == D and got.cached and got.busy
+    assert "(from a measurement on a loaded machine, reused: the machine's load average is" in got.describe()
+    # a later run on a quiet machine measures again, and caches what it finds
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
     monkeypatch.setattr(kernel_choice, "_busy", lambda: "")
-    assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).cached is False
-    assert len(list((tmp_path / "kernels").iterdir())) == 1
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, P: 0.6, D: 0.7}, 0.0))
+    got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
+    assert got.kernels == P and not got.cached and not got.busy
+    assert _cache_files(tmp_path) == ["json", "loaded.json"]
+    # from then on the cache decides, loaded or not
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})
+    monkeypatch.setattr(kernel_choice, "_busy", loaded)
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: pytest.fail("measured with a cached choice"))
+    got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
+    assert got.kernels == P and got.cached and not got.busy and "(from the cache)" in got.describe()
 
 
-def test_a_measurement_whose_rounds_disagree_is_used_but_not_cached(measured_model, monkeypatch, tmp_path):
+def test_a_measurement_whose_rounds_disagree_is_provisional(measured_model, monkeypatch, tmp_path):
     """The load average lags by a minute: a process that starts during the measurement shows only as rounds of one
     combination that disagree (here eager's second round 90% slower, as when a 2-thread process starts beside it)."""
     monkeypatch.setattr(kernel_choice, "_timed", lambda m, r, combos, d: {E: (1.0, 1.9), D: (0.8, 0.82),
@@ -247,11 +275,11 @@ def test_a_measurement_whose_rounds_disagree_is_used_but_not_cached(measured_mod
     monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.9))
     got = kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with)
     assert got.kernels == D and "differed by 90%" in got.describe()
-    assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").iterdir())
-    monkeypatch.setattr(kernel_choice, "_MEMO", {})  # a quiet machine's own noise (D: up to 30%) is cached
-    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.3))
+    assert _cache_files(tmp_path) == ["loaded.json"]
+    monkeypatch.setattr(kernel_choice, "_MEMO", {})  # the machine quiet: measured again; its own noise (D: up to
+    monkeypatch.setattr(kernel_choice, "measure", lambda *a, **k: Measured({E: 1.0, D: 0.5}, 0.3))  # 30%) cached
     assert kernel_choice.chosen(measured_model, 8, ALL, cpu_kernels.decoding_with).busy == ""
-    assert len(list((tmp_path / "kernels").iterdir())) == 1
+    assert _cache_files(tmp_path) == ["json", "loaded.json"]
 
 
 @pytest.mark.parametrize("load, busy", [(0.5, False), (1.0, False), (64.0, True)])

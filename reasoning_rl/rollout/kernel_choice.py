@@ -15,13 +15,17 @@ eager by more than noise, wherever it runs. On SmolLM2-135M this costs about 14 
 33 s; on machine E, slower, with the union plus each kernel that lost alone, 26 s at 16 rows and 35 s at 32). A
 measurement made while other processes load the machine (load average above its usable cores), or whose rounds of
 one combination disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is
-used by that run but not cached: the next run measures again.
+used by that run and kept apart from the cache, as provisional: a later run that finds the machine loaded too
+reuses it (measuring again under load would rank the kernels by the load as much, and cost each run its seconds
+again: two ranks of a launched run on one machine, or the tests on a worker per core), and a run that finds the
+machine quiet measures again and caches what it finds.
 
     timings, spread = measure(model, rows, possible, decoding_with)   # {Kernels: seconds}, eager included
     choice = choose(timings)                                  # pure: the fastest, or eager within MARGIN
     chosen(model, rows, possible, decoding_with) -> Chosen    # once per process and shape; cached on disk
 
-The disk cache is a JSON file per key under `<cache root>/kernels/` (REASONING_RL_CACHE), the key being the machine's
+The disk cache is a JSON file per key under `<cache root>/kernels/` (REASONING_RL_CACHE; a provisional measurement
+beside it, as `<key>.loaded.json`), the key being the machine's
 fingerprint (models/machine.py: processor, flags, usable cores, torch, oneDNN, threads), `METHOD` (how the
 measurement is made: a cache written by another method is measured again), the model's shape (layers,
 widths, heads, vocabulary, dtype) and the rows rounded up to a power of two; it holds the timings, so a run's log can
@@ -60,7 +64,7 @@ STEPS = 6  # decode steps timed per rollout
 WARM_STEPS = 2  # decode steps of the untimed first rollout of each combination
 CONTEXT = 128  # positions already in each row's cache when the timed steps begin (a prompt and part of an answer)
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
-NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: not cached (on a
+NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: provisional (on a
 #             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
 METHOD = 9  # part of the cache key: 9 times a combination with the step without packed and attention (unused
 #             beside it: `effective`); 8 adds the fused step (a fifth kernel) where the model can run it; 7 also
@@ -94,16 +98,20 @@ class Chosen:
     timings: dict  # {Kernels: seconds for STEPS decode steps of `rows` rows}
     rows: int
     cached: bool  # read from the disk cache (no measurement in this process)
-    busy: str = ""  # why a fresh measurement was not cached (the machine was loaded), else ""
+    busy: str = ""  # why the timings are provisional: the load (or noise) they were measured under, or, reused from
+    #                 a provisional measurement, the load now; "" for a measurement on a quiet machine
 
     def describe(self) -> str:
-        """One log line: the choice, and each combination's time against eager's."""
+        """One log line: the choice, where its timings come from, and each combination's time against eager's."""
         eager = self.timings.get(EAGER)
         parts = [f"{name_of(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
             if eager else []
+        source = ("from the cache" if not self.busy else f"from a measurement on a loaded machine, reused: {self.busy}"
+                  "; a run on a quiet machine measures again") if self.cached else "just now"
         return (f"cpu decode kernels (auto): {name_of(self.kernels)}, measured on this machine at {self.rows} rows "
-                f"({'from the cache' if self.cached else 'just now'}); time vs eager: {', '.join(parts)}"
-                + (f"; {self.busy}" if self.busy else ""))
+                f"({source}); time vs eager: {', '.join(parts)}"
+                + (f"; {self.busy}: kept apart from the cache, for runs that find the machine loaded too; a run on "
+                   "a quiet machine measures again" if self.busy and not self.cached else ""))
 
 
 def choose(timings: dict, margin: float = MARGIN) -> Kernels:
@@ -220,7 +228,9 @@ _MEMO: dict = {}  # (shape key) -> Chosen, this process's measurements
 
 def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = True) -> Chosen:
     """The combination `auto` runs `model` on: from this process's memo, else from the disk cache for this machine
-    and shape, else measured now (`measure(..., decoding_with)`) and written there."""
+    and shape, else (the machine loaded now) from a provisional measurement made on it loaded, else measured now
+    (`measure(..., decoding_with)`) and written to the cache, or as provisional where the machine was loaded or
+    the rounds disagreed."""
     shape = shape_key(model, rows)
     memo = json.dumps(shape, sort_keys=True)
     if memo in _MEMO:
@@ -228,33 +238,35 @@ def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = Tru
     key = hashlib.sha256(json.dumps({"machine": fingerprint(), "shape": shape, "method": METHOD},
                                     sort_keys=True).encode()).hexdigest()
     path = os.path.join(cache_root(), "kernels", f"{key[:32]}.json")
+    provisional = os.path.join(cache_root(), "kernels", f"{key[:32]}.loaded.json")
     found = _read(path) if cache else None
-    if found is not None:
-        result = Chosen(choose(found), found, shape["rows"], cached=True)
+    busy = _busy() if found is None else ""
+    kept = _read(provisional) if cache and busy else None
+    if found is not None or kept is not None:
+        timings = found if found is not None else kept
+        result = Chosen(choose(timings), timings, shape["rows"], cached=True, busy=busy)
     else:
-        busy = _busy()
         timings, spread = measure(model, shape["rows"], possible, decoding_with)
         busy = busy or _noisy(spread)
         result = Chosen(choose(timings), timings, shape["rows"], cached=False, busy=busy)
-        if cache and not busy:
-            _write(path, timings, shape)
+        if cache:
+            _write(provisional if busy else path, timings, shape)
     _MEMO[memo] = result
     return result
 
 
 def _busy(load=None) -> str:
-    """Why a measurement made now should not be cached: other processes load the machine (the 1-minute load
-    average above its usable cores), so the times may rank the kernels by the load, not by their speed; else ""."""
+    """Why a measurement made now is provisional: other processes load the machine (the 1-minute load average
+    above its usable cores), so the times may rank the kernels by the load, not by their speed; else ""."""
     busy, cores = machine_load(load)
-    return (f"not cached: the machine's load average was {busy:.1f} on {cores} cores, so the next run measures again"
-            if busy > cores else "")
+    return f"the machine's load average is {busy:.1f} on {cores} cores" if busy > cores else ""
 
 
 def _noisy(spread: float) -> str:
-    """Why a measurement should not be cached although the machine looked quiet when it began (the load average
-    lags by a minute): the rounds of one combination disagreed by more than NOISE; else ""."""
-    return (f"not cached: the rounds of one combination differed by {spread:.0%} (something else ran during the "
-            "measurement), so the next run measures again" if spread > NOISE else "")
+    """Why a measurement is provisional although the machine looked quiet when it began (the load average lags by
+    a minute): the rounds of one combination disagreed by more than NOISE; else ""."""
+    return (f"the rounds of one combination differed by {spread:.0%} (something else ran during the measurement)"
+            if spread > NOISE else "")
 
 
 def _read(path: str) -> dict | None:
