@@ -1,4 +1,5 @@
-"""models/optim.py: AdamW fused where the parameters allow it; the trainers that build it (GRPO/PPO's Net, DPO, SFT)."""
+"""models/optim.py: AdamW fused where the parameters allow it; the trainers that build it (GRPO/PPO's Net, DPO, SFT,
+the tiny PRM)."""
 import pytest
 import torch
 
@@ -31,6 +32,14 @@ def test_adamw_is_fused_where_it_can_be_and_asked_to_be():
     assert optim.adamw(ps, lr=1e-3).param_groups[0]["fused"] is True
     assert not optim.adamw(ps, lr=1e-3, fused=False).param_groups[0]["fused"]
     assert not optim.adamw([torch.nn.Parameter(torch.zeros(3).double())], lr=1e-3).param_groups[0]["fused"]
+
+
+def test_parameter_groups_keep_their_settings_and_are_fused_only_when_every_tensor_can_be():
+    body, head = [torch.nn.Parameter(torch.zeros(3, 2))], [torch.nn.Parameter(torch.zeros(2))]
+    opt = optim.adamw([{"params": body, "lr": 1e-4}, {"params": head, "lr": 1e-2}], lr=1e-3)
+    assert [g["lr"] for g in opt.param_groups] == [1e-4, 1e-2] and all(g["fused"] for g in opt.param_groups)
+    opt = optim.adamw([{"params": body}, {"params": [torch.nn.Parameter(torch.zeros(2).double())]}], lr=1e-3)
+    assert [g["lr"] for g in opt.param_groups] == [1e-3, 1e-3] and not any(g["fused"] for g in opt.param_groups)
 
 
 def _optimisers_built(monkeypatch, module) -> list:
@@ -69,3 +78,18 @@ def test_dpo_steps_a_float32_model_fused(monkeypatch, tmp_path):
     r = dpo.train_dpo(cfg, rows, log=lambda *_: None)
     assert len(built) == 1 and built[0].param_groups[0]["fused"] is True
     assert r.metrics["rewards/margins"] > 0
+
+
+def test_the_tiny_prm_steps_fused_with_its_head_at_its_own_rate(monkeypatch, tmp_path):
+    """`train prm` on the tiny network (two steps): one optimiser, fused, its body and its new head at their two
+    learning rates."""
+    from reasoning_rl.trainers import tiny_prm
+
+    built = _optimisers_built(monkeypatch, tiny_prm)
+    cfg = config.load(Config, overrides=[f"prm.output_dir={tmp_path}", "prm.steps=2", "prm.init_from_sft=false",
+                                         "prm.num_train=40", "prm.num_test=8", "model.tiny.num_layers=1",
+                                         "prm.lr=1e-4", "prm.head_lr=1e-2"])
+    tiny_prm.train_prm(cfg, log=lambda *_: None)
+    assert len(built) == 1 and all(g["fused"] for g in built[0].param_groups)
+    assert all(g["params"] for g in built[0].param_groups)
+    assert [g["initial_lr"] for g in built[0].param_groups] == [1e-4, 1e-2]  # (the schedule scales from these)

@@ -23,9 +23,11 @@ def fusable(params: Iterable[torch.Tensor]) -> bool:
                                 and not hasattr(p, "device_mesh") for p in params)
 
 
-def adamw(params: list[torch.Tensor], *, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+def adamw(params: list[torch.Tensor] | list[dict], *, lr: float, betas: tuple[float, float] = (0.9, 0.999),
           weight_decay: float = 0.0, fused: bool = True) -> torch.optim.AdamW:
-    """AdamW over `params`, fused where `fusable` says it can be and `fused` is True (False: the default loop, for
-    a run whose published weights came from it)."""
+    """AdamW over `params` (tensors, or torch's parameter groups: dicts with "params" and their own settings), fused
+    where `fusable` says every tensor can be and `fused` is True (False: the default loop, for a run whose published
+    weights came from it)."""
+    tensors = [t for g in params for t in g["params"]] if params and isinstance(params[0], dict) else params
     return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay,
-                             fused=(fused and fusable(params)) or None)
+                             fused=(fused and fusable(tensors)) or None)

@@ -25,6 +25,7 @@ from verifiers.prm import PRMConfig, PRMVerifier
 from ..config.sections import PRMTrainConfig
 from ..models.device import configure_process
 from ..models.load import load_policy
+from ..models.optim import adamw
 from ..models.sft import seed_everything
 from ..models.tiny.model import build_tiny_model
 from ..models.tiny.tokenizer import build_char_tokenizer
@@ -127,8 +128,7 @@ def train_prm(cfg, log: Callable[[str], None] = print) -> dict:
         f"with an injected error")
     head = [q for n, q in model.named_parameters() if n.startswith("score")]
     body = [q for n, q in model.named_parameters() if not n.startswith("score")]
-    opt = torch.optim.AdamW([{"params": body, "lr": p.lr}, {"params": head, "lr": p.head_lr or p.lr}],
-                            weight_decay=0.0)
+    opt = adamw([{"params": body, "lr": p.lr}, {"params": head, "lr": p.head_lr or p.lr}], lr=p.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * (
         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / p.steps)))))
     rng = random.Random(cfg.seed)
