@@ -18,6 +18,16 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
     pass
 
 
+# Under pytest-xdist each worker runs tests on a core of its own; a test's subprocess that runs the real model takes
+# its torch threads as the project's share of the cores (num_threads=0: `device.share_of_cores`), which counts the
+# project's processes that asked for one. The workers ask too, so such a subprocess takes its worker's share instead
+# of every core while the other worker runs: two real-model runs with two threads each on two cores each ran over
+# 1,100 s where one alone takes under 200. (On more cores than workers this is cautious: the waiting worker counts.)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    from reasoning_rl.models.device import share_of_cores
+
+    share_of_cores()
+
 # A shell starts a background job (`make test &`) with SIGINT ignored, and Python then installs no Ctrl-C handler
 # of its own; the interrupt tests simulate Ctrl-C with `_thread.interrupt_main`, which does nothing then. The
 # suite runs as it does in the foreground: with Python's handler.

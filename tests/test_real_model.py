@@ -85,8 +85,8 @@ def test_two_grpo_rounds_with_lora_then_eval(tmp_path):
     held.write_text("".join(json.dumps(r) + "\n" for r in rows[16:]))
     out = tmp_path / "run"
     common = ["--dataset", str(data), "--set", f"model.name_or_path={NAME}", "--set", f"tasks.test_split={held}",
-              "--set", "tasks.instruction=Put the final answer in \\boxed{}.", "--set", "generation.max_tokens=32",
-              "--set", "num_threads=2"]
+              "--set", "tasks.instruction=Put the final answer in \\boxed{}.", "--set", "generation.max_tokens=32"]
+    # (num_threads left at 0: the process's share of the cores, so that it does not crowd another test's run)
     _cli("train", "grpo", *common, "--set", f"output_dir={out}", "--set", "model.lora.r=8", "--set", "grpo.steps=2",
          "--set", "grpo.prompts_per_step=2", "--set", "grpo.group_size=4", "--set", "grpo.filter_mixed=false",
          "--set", "grpo.eval_every=2", "--set", "eval.size=2", "--set", "grpo.checkpoint_every=0")

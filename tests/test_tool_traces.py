@@ -174,9 +174,8 @@ def test_the_tool_demo_cold_starts_the_real_model_then_trains_it_with_the_tool(t
     r = subprocess.run([sys.executable, "-m", "reasoning_rl", "demo", "--model", "smollm2-135m-instruct", "--tools",
                         "--traces", "32", "--set", "sft.steps=16", "--set", "sft.warmup_steps=2", "--set",
                         "grpo.steps=1", "--set", "grpo.eval_every=1", "--set", "grpo.prompts_per_step=4", "--set",
-                        "grpo.group_size=4", "--set", "eval.size=6", "--set", "num_threads=2", "--set",
-                        f"output_dir={out}"], capture_output=True, text=True, cwd=ROOT,
-                       env=run_env(OMP_NUM_THREADS="2"), timeout=1400)
+                        "grpo.group_size=4", "--set", "eval.size=6", "--set", f"output_dir={out}"],
+                       capture_output=True, text=True, cwd=ROOT, env=run_env(), timeout=1400)  # threads: its share
     assert r.returncode == 0, r.stderr[-3000:]
     said = r.stdout + r.stderr
     assert "32 tool traces written" in said and re.search(r"held-out accuracy \(6 problems.*cold start \d\.\d{3}", said)
