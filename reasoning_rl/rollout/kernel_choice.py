@@ -87,6 +87,9 @@ def name_of(k: Kernels) -> str:
     return "+".join(n for n, on in zip(NAMES, k) if on) or "eager"
 
 
+QUIET = "a run on a quiet machine measures again"  # what becomes of a provisional measurement (the log says so)
+
+
 class Measured(NamedTuple):
     timings: dict  # {Kernels: best seconds for STEPS decode steps}
     spread: float  # the largest (slowest round / fastest round - 1) of any combination: 0 on a steady machine
@@ -106,12 +109,13 @@ class Chosen:
         eager = self.timings.get(EAGER)
         parts = [f"{name_of(k)} {t / eager:.2f}" for k, t in sorted(self.timings.items(), key=lambda kv: kv[1])] \
             if eager else []
-        source = ("from the cache" if not self.busy else f"from a measurement on a loaded machine, reused: {self.busy}"
-                  "; a run on a quiet machine measures again") if self.cached else "just now"
+        source, after = ("from the cache" if self.cached else "just now"), ""
+        if self.busy and self.cached:
+            source = f"from a measurement on a loaded machine, reused: {self.busy}; {QUIET}"
+        elif self.busy:
+            after = f"; {self.busy}: kept apart from the cache, for runs that find the machine loaded too; {QUIET}"
         return (f"cpu decode kernels (auto): {name_of(self.kernels)}, measured on this machine at {self.rows} rows "
-                f"({source}); time vs eager: {', '.join(parts)}"
-                + (f"; {self.busy}: kept apart from the cache, for runs that find the machine loaded too; a run on "
-                   "a quiet machine measures again" if self.busy and not self.cached else ""))
+                f"({source}); time vs eager: {', '.join(parts)}{after}")
 
 
 def choose(timings: dict, margin: float = MARGIN) -> Kernels:
