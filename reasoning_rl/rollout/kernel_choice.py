@@ -243,11 +243,11 @@ def chosen(model, rows: int, possible: Kernels, decoding_with, cache: bool = Tru
                                     sort_keys=True).encode()).hexdigest()
     path = os.path.join(cache_root(), "kernels", f"{key[:32]}.json")
     provisional = os.path.join(cache_root(), "kernels", f"{key[:32]}.loaded.json")
-    found = _read(path) if cache else None
-    busy = _busy() if found is None else ""
-    kept = _read(provisional) if cache and busy else None
-    if found is not None or kept is not None:
-        timings = found if found is not None else kept
+    timings = _read(path) if cache else None
+    busy = _busy() if timings is None else ""
+    if timings is None and cache and busy:
+        timings = _read(provisional)  # measured on this machine loaded: it serves a run that finds it loaded too
+    if timings is not None:
         result = Chosen(choose(timings), timings, shape["rows"], cached=True, busy=busy)
     else:
         timings, spread = measure(model, shape["rows"], possible, decoding_with)
