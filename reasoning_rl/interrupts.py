@@ -39,8 +39,12 @@ def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_
     """Within the block, the first SIGINT or SIGTERM is recorded (and said in one log line) instead of stopping the
     program; the second raises KeyboardInterrupt. A signal within `same_within_s` seconds of the first counts as
     the same one: under a launcher a terminal's Ctrl-C reaches each rank twice, once from the terminal and once
-    forwarded by the launcher. Off the main thread, or not `enabled`, the handlers stay as they were."""
-    request = StopRequest()
+    forwarded by the launcher. Off the main thread, or not `enabled`, the handlers stay as they were.
+
+    Nested (a command that runs others: `recipe` runs a training, then an evaluation), the inner block shares the
+    outer one's request: a signal that came before the inner block began stops it at its first safe point, and one
+    that comes within it is seen by the outer block too."""
+    request = _ACTIVE[-1] if _ACTIVE else StopRequest()
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield request
         return
@@ -53,11 +57,16 @@ def stop_requests(log: Callable[[str], None], enabled: bool = True, same_within_
             raise KeyboardInterrupt
         request.signal = signal.Signals(signum).name
         first[0] = time.monotonic()
-        log(f"{request.signal}: stopping after {after} (again to stop at once)")
+        log(f"{request.signal}: stopping after {after}; a second signal stops at once")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    _ACTIVE.append(request)
     try:
         yield request
     finally:
+        _ACTIVE.pop()
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+_ACTIVE: list[StopRequest] = []  # the requests of the blocks open now, outermost first (main thread only)

@@ -134,14 +134,22 @@ def _clean_tail(s: str) -> str:
 
 
 def extract_answer(text: str) -> tuple[str | None, str]:
-    """(answer, how) from a model output; answer None when there is none to trust."""
+    """(answer, how) from a model output; answer None when there is none to trust (an empty box read as the answer
+    is none: `\\boxed{}` is a blank to fill)."""
+    answer, how = _extract(text)
+    if answer is not None and _BOX.search(answer) and all(is_placeholder(b) for b in boxed_answers(answer)):
+        return None, "an empty \\boxed{} (a blank to fill, not an answer)"
+    return answer, how
+
+
+def _extract(text: str) -> tuple[str | None, str]:
     if text is None:
         return None, "no output"
     full = str(text)
     s = full[-TAIL_CHARS:] if len(full) > TAIL_CHARS else full
     s = _CALC.sub("", _NOISE.sub("", s)).strip()
     if not s:
-        return None, "empty output"
+        return None, "empty output" if not full.strip() else "nothing but special tokens and what follows them"
     boxes = distinct_boxes(full)  # over the whole text: a long boxed answer must not be cut in half
     if boxes:
         if len(boxes) > 1:

@@ -75,12 +75,20 @@ def add_split_arg(p: argparse.ArgumentParser, default: str) -> None:
                         "source without one, by hash), or all rows")
 
 
-def load_config(args):
-    """The config file <- --set <- the task options (--dataset, --preset, --reference-col, --verifier)."""
+def load_config(args, log=None):
+    """The config file <- --set <- the task options (--dataset, --preset, --reference-col, --verifier); then, for a
+    model folder that carries its training's prompt format (config/prompt_format.py), that format for every format
+    knob the command did not set, said in one line on stderr (or to `log`)."""
+    import sys
+
     from .. import config
+    from ..config import prompt_format
     from ..config.sections import Config
 
     cfg = config.load(Config, args.config, args.overrides)
+    cfg, note = prompt_format.adopt(cfg, config.given_keys(args.config, args.overrides))
+    if note:
+        (log or (lambda s: print(s, file=sys.stderr)))(note)
     task = {k: v for k, v in (("source", getattr(args, "dataset", None)), ("preset", getattr(args, "preset", None)),
                               ("reference_col", getattr(args, "reference_col", None)),
                               ("outcome", getattr(args, "verifier", None))) if v}

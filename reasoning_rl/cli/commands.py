@@ -17,6 +17,7 @@ import sys
 from .args import (NONNEG_FLOAT, NONNEG_INT, POS_FLOAT, POS_INT, Parser, add_config_args, add_run_dir_args,
                    add_split_arg, add_task_args, check_model, claim_output_dir, cmd, load_config, version)
 from .data import cmd_curate, cmd_eval, cmd_pairs, cmd_reverify, cmd_task_check, cmd_traces
+from .recipe import add_recipe_command
 from .train import add_sft_command, add_train_commands
 from ..errors import UserError
 
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_commands(sub)
     _add_data_commands(sub)
     add_train_commands(sub)
+    add_recipe_command(sub)
     _add_demo_command(sub)
     return ap
 

@@ -13,71 +13,69 @@ from .args import load_config, load_task, set_threads as _set_threads
 from ..errors import UserError
 
 
-def _sft_on_target(cfg, args) -> int:
-    """SFT of any Hugging Face model on the task's gold completions (tasks.target_col, or the preset's)."""
+def _sft_run(cfg, args, rows: list[dict], task, before: bool) -> int:
+    """SFT of the configured model on `rows` into --output (trainers/sft.py: checkpoints, stop, --resume); the
+    held-out accuracy after (and before, with `before`)."""
     from ..eval import held_out
     from ..models.load import load_policy
-    from ..models.lora import maybe_lora, save_final
-    from ..models.sft import train_sft
+    from ..models.lora import maybe_lora
+    from ..trainers.sft import Finished, check_output, run_sft
 
+    try:
+        check_output(args.output, args.resume, cfg.sft.steps)
+    except Finished as e:
+        print(f"reasoning-rl sft: {e}", file=sys.stderr)
+        return 0
+    evals = task.rows("test")[: cfg.eval.size]
+    _set_threads(cfg)
+    model, tok = load_policy(cfg)
+    model = maybe_lora(model, cfg)
+    acc0 = held_out.configured(cfg, task, model, tok, evals)["accuracy"] if before and not args.resume else None
+    res = run_sft(cfg, model, tok, rows, args.output, resume=args.resume,
+                  log=lambda m: print(m, file=sys.stderr))
+    acc = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
+    resumed = f", resumed at step {res.resumed_from}" if res.resumed_from else ""
+    print(f"sft ({len(rows)} targets, {res.steps} steps of {cfg.sft.batch_size}{resumed}, {res.seconds:.0f} s): "
+          f"{res.path}")
+    print(f"held-out accuracy: {'' if acc0 is None else f'{acc0:.3f} -> '}{acc:.3f} ({len(evals)} prompts, greedy, "
+          f"{task.outcome})")
+    return 0
+
+
+def _sft_on_target(cfg, args) -> int:
+    """SFT of any Hugging Face model on the task's gold completions (tasks.target_col, or the preset's)."""
     if not args.output:
         raise UserError(f"sft: model.name_or_path={cfg.model.name_or_path!r}: give --output DIR for the trained model "
                         "(only the embedded tiny model has a cached warm start)")
     task = load_task(cfg)
-    rows = [{"prompt": r["prompt"], "completion": str(r["target"])} for r in task.train if r.get("target") not in
-            (None, "")]
-    if not rows:
-        raise UserError(f"tasks.target_col: no train row of {task.source!r} has a gold completion to train on "
-                        f"(value {cfg.tasks.target_col!r}; the preset {cfg.tasks.preset!r} names none)")
-    _set_threads(cfg)
-    model, tok = load_policy(cfg)
-    model = maybe_lora(model, cfg)
-    train_sft(cfg, model, tok, rows)
-    acc = held_out.configured(cfg, task, model, tok, task.rows("test")[: cfg.eval.size])["accuracy"]
-    import os
+    return _sft_run(cfg, args, task.gold_rows(), task, before=False)
 
-    parent, name = os.path.split(os.path.abspath(args.output))
-    path = save_final(parent, model, tok, name=name, merged=cfg.model.lora.save_merged)
-    print(f"sft ({len(rows)} targets, {cfg.sft.steps} steps): {path}")
-    print(f"held-out accuracy: {acc:.3f} ({min(len(task.test), cfg.eval.size)} prompts, greedy, {task.outcome})")
-    return 0
+
+def sample_rows(task, tok, targets, where: str) -> list[dict]:
+    """Verified samples (data/verified.py targets) as SFT rows: the prompt as the model saw it (a samples file's own
+    prompt rendered as the task renders its own), and the completion's text, or an episode's ids and loss mask."""
+    return [{"prompt": t.prompt if t.rendered else task.render_prompt(tok, t.prompt, f"{where} target {i}"),
+             **({"ids": list(t.ids), "loss_mask": list(t.loss_mask)} if t.ids else {"completion": t.completion})}
+            for i, t in enumerate(targets)]
 
 
 def _sft_on_samples(cfg, args) -> int:
     """SFT of the configured model (the tiny one from its warm start too) on a file of verified samples: the passed
     ones by default (data/verified.py); held-out accuracy on the configured task before and after."""
-    import os
-
     from ..data.verified import read_targets
-    from ..eval import held_out
-    from ..models.load import load_policy
-    from ..models.lora import maybe_lora, save_final
-    from ..models.sft import train_sft
+    from ..models.load import load_tokenizer
 
     if not args.output:
         raise UserError("sft --samples: give --output DIR for the trained model")
     targets, summary = read_targets(args.samples, verifier=args.verifier, include_failed=args.all_samples)
     task = load_task(cfg)  # renders the task's prompts: a samples file's own prompts are rendered the same way
-    evals = task.rows("test")[: cfg.eval.size]
     print(f"sft on verified samples: {summary.line()}", file=sys.stderr)
-    _set_threads(cfg)
-    model, tok = load_policy(cfg)
-    model = maybe_lora(model, cfg)
-    rows = [{"prompt": t.prompt if t.rendered else task.render_prompt(tok, t.prompt, f"{args.samples!r} target {i}"),
-             **({"ids": list(t.ids), "loss_mask": list(t.loss_mask)} if t.ids else {"completion": t.completion})}
-            for i, t in enumerate(targets)]
-    before = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
     if args.steps:
         import dataclasses
 
         cfg = dataclasses.replace(cfg, sft=dataclasses.replace(cfg.sft, steps=args.steps))
-    train_sft(cfg, model, tok, rows)
-    after = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
-    parent, name = os.path.split(os.path.abspath(args.output))
-    path = save_final(parent, model, tok, name=name, merged=cfg.model.lora.save_merged)
-    print(f"sft ({summary.targets} targets, {cfg.sft.steps} steps of {cfg.sft.batch_size}): {path}")
-    print(f"held-out accuracy: {before:.3f} -> {after:.3f} ({len(evals)} prompts, greedy, {task.outcome})")
-    return 0
+    rows = sample_rows(task, load_tokenizer(cfg), targets, repr(args.samples))
+    return _sft_run(cfg, args, rows, task, before=True)
 
 
 def cmd_traces(args) -> int:
@@ -222,7 +220,9 @@ def cmd_eval(args) -> int:
 
         engine = EpisodeEngine.of(cfg.grpo, model, tok)
     try:
-        with stop_requests(lambda s: print(s, file=sys.stderr), after="the batch in progress, kept") as stop:
+        announce_kernels(cfg, model, min(128, cfg.eval.batch_prompts * (n + (not args.no_greedy and n > 1))))
+        with stop_requests(lambda s: print(s, file=sys.stderr),
+                           after="the batch in progress (the finished ones are kept)") as stop:
             res = run_eval(model, tok, task, rows, args.n, sampling, greedy=not args.no_greedy,
                            truncated=cfg.eval.truncated, engine=engine, batch_prompts=cfg.eval.batch_prompts,
                            log=EvalLog(cfg.output_dir, spec, provenance(described)), resume=args.resume, stop=stop)
@@ -249,6 +249,18 @@ def cmd_eval(args) -> int:
     print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
           file=sys.stderr)
     return 0
+
+
+def announce_kernels(cfg, model, rows: int, log=lambda m: print(m, file=sys.stderr)) -> None:
+    """generation.cpu_decode=auto's choice for this model, measured (or read from the cache) now and said in one line,
+    before a progress bar whose first batch would otherwise hold the measurement silently."""
+    from ..rollout import cpu_kernels
+
+    if cfg.generation.cpu_decode == "auto" and cfg.model.device in ("auto", "cpu"):
+        log("cpu decode kernels: choosing for this machine and model (auto; a few decode steps when not cached)")
+    note = cpu_kernels.auto_choice(cfg.generation.cpu_decode, model, rows)
+    if note:
+        log(note)
 
 
 def cmd_task_check(args) -> int:

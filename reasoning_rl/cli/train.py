@@ -28,6 +28,9 @@ def cmd_sft(args) -> int:
         return _sft_on_samples(cfg, args)
     if cfg.model.name_or_path != "tiny":
         return _sft_on_target(cfg, args)
+    if args.resume:
+        raise UserError("sft --resume: the tiny model's cached warm start is built whole or not at all; --resume goes "
+                        "with --samples or a model other than tiny, and --output")
     _set_threads(cfg)
     from ..eval import held_out
     from ..models.load import load_policy
@@ -100,7 +103,9 @@ def cmd_train(args) -> int:
         return 0
     accs = [h["eval/accuracy"] for h in history if "eval/accuracy" in h]
     if accs:  # rank 0 evaluates; the other ranks of a launched run have nothing to report
-        print(f"done: {len(history)} steps, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
+        last = history[-1]["step"]  # the run's steps; a resumed invocation ran only the last len(history) of them
+        here = f" ({len(history)} in this invocation)" if len(history) != last else ""
+        print(f"done: {last} steps{here}, final held-out accuracy {accs[-1]:.3f}; metrics in {cfg.output_dir}")
     return 0
 
 
@@ -164,6 +169,8 @@ def add_sft_command(sub) -> None:
     p.add_argument("--steps", type=POS_INT, help="with --samples: optimiser steps of this run (default sft.steps; the "
                                                  "tiny model's cached warm start, which it starts from, keeps "
                                                  "sft.steps)")
+    p.add_argument("--resume", action="store_true", help="with --output: continue the run stopped there (Ctrl-C, "
+                                                         "SIGTERM) from its checkpoint")
     p.add_argument("--force", action="store_true", help="tiny: retrain even if a cached checkpoint exists")
     p.add_argument("--output", metavar="DIR", help="also save the checkpoint here (required for a model other "
                                                    "than tiny, and with --samples)")

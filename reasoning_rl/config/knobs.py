@@ -20,7 +20,8 @@ from typing import Any, Iterable, Literal, Mapping, TypeVar, Union, get_args, ge
 
 from ..errors import UserError
 
-__all__ = ["knob", "redefault", "ConfigError", "load", "from_dict", "to_dict", "apply_overrides", "describe"]
+__all__ = ["knob", "redefault", "ConfigError", "load", "given_keys", "from_dict", "to_dict", "apply_overrides",
+           "describe", "flatten", "changes"]
 
 C = TypeVar("C")
 
@@ -179,6 +180,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def _parse_scalar(text: str) -> Any:
     import yaml
 
+    if not text.strip():
+        return ""  # `--set tasks.instruction=` empties a text knob (YAML would read null)
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
@@ -246,11 +249,40 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+def given_keys(path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> set[str]:
+    """The dotted keys a config file and `--set` overrides give a value to (sections opened, lists whole)."""
+    data = apply_overrides(read_file(path) if path else {}, overrides)
+
+    def walk(node: Mapping[str, Any], prefix: str) -> set[str]:
+        out = set()
+        for k, v in node.items():
+            out |= walk(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}"}
+        return out
+    return walk(data, "")
+
+
 def load(cls: type[C], path: str | os.PathLike[str] | None = None, overrides: Iterable[str] = ()) -> C:
     """Defaults <- file (YAML or TOML) <- `--set` overrides, then validate."""
     data = read_file(path) if path else {}
     data = apply_overrides(data, overrides)
     return from_dict(cls, data)
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as {dotted key: value} (lists are values)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, Mapping) else {f"{prefix}{k}": v})
+    return out
+
+
+def changes(saved: Mapping[str, Any], now: Mapping[str, Any], keep: Iterable[str] = ()) -> list[str]:
+    """'key: old -> new' for every dotted key whose value differs between two config dicts, but those `keep` names
+    (a key, or a prefix ending in '.')."""
+    keep = tuple(keep)
+    a, b = flatten(saved), flatten(now)
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and not any(k == x or (x.endswith(".") and k.startswith(x)) for x in keep)]
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:

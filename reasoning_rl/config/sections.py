@@ -60,6 +60,10 @@ class TaskConfig:
     id_col: str = knob("", "column of a stable row id (empty = the preset's, else prompt_id or id where the rows "
                            "have one, else a hash of the prompt)")
     target_col: str = knob("", "column of a gold completion for `sft` (empty = the preset's; none = no SFT target)")
+    target_format: Literal["as_is", "boxed"] = knob(
+        "as_is", "how `sft` and `recipe` write a gold completion: as_is = the column's text; boxed = a GSM8K-style "
+                 "solution's lines before its final '#### N', calculator annotations (<<48/2=24>>) removed, then "
+                 "'The answer is \\boxed{N}.' (a completion without '####' stays as it is)")
     system_prompt: str = knob("", "system message put before the prompt when a chat template renders it")
     instruction: str = knob("", "appended to the user prompt, e.g. 'Put the final answer in \\boxed{}.'")
     template: str = knob("", "prompt text as a format string of the row's columns, e.g. '{question}\\nAnswer:' "
@@ -100,6 +104,9 @@ class TaskConfig:
                 "prompt_length. tasks.difficulty_col wins over it")
     difficulty_col: str = knob("", "a column holding each row's difficulty (a number; lower = easier), e.g. a level "
                                    "or a pass rate a `curate` run wrote (then use 1 - pass_rate)")
+    difficulty_file: str = knob("", "a JSONL of {prompt_id, difficulty} (lower = easier) measured apart from the "
+                                    "data, e.g. the `recipe` SFT stage's difficulty.jsonl (its model's loss on each "
+                                    "gold solution); rows it does not name come last. Wins over difficulty_col")
 
     def __post_init__(self) -> None:
         for i, t in enumerate(self.reward):
@@ -204,7 +211,14 @@ class SFTConfig:
     micro_batch: int = knob(0, "sequences per forward/backward pass, gradients accumulated over the step's batch "
                                "(the same loss: weighted by response tokens); 0 = as many as keep a pass's logits "
                                "under 1 GiB (the whole batch for the tiny model; about 13 rows of 400 tokens for a "
-                               "49k-token vocabulary)", min=0)
+                               "49k-token vocabulary); another model's rows run in length order", min=0)
+    micro_batch_tokens: int = knob(0, "a model other than tiny: cut each step's batch into micro-batches by size, rows "
+                                      "in length order, each at most this many padded tokens (rows x its longest "
+                                      "prompt + completion), as grpo.micro_batch_tokens; 0 = 2048, unless "
+                                      "micro_batch is set", min=0)
+    checkpoint_every: int = knob(50, "a model other than tiny: save a resumable checkpoint every N steps (and when "
+                                     "stopped by Ctrl-C or SIGTERM); `sft --resume` continues from it (0 = only on a "
+                                     "stop)", min=0)
     lr: float = knob(3e-3, "peak AdamW learning rate", min=0.0)
     warmup_steps: int = knob(50, "linear warm-up steps, then cosine decay to 0.1 x lr", min=0)
     weight_decay: float = knob(0.0, "AdamW weight decay", min=0.0)
@@ -264,6 +278,32 @@ class DPOConfig:
 
 
 @dataclass(frozen=True)
+class RecipeConfig:
+    """`reasoning-rl recipe` (reasoning_rl/recipes/): stages that each start from the one before, every stage a run
+    folder of its own, scored on the held-out split after it. A stage's own knobs are its section's (sft.*, grpo.*,
+    ppo.*, distill.*, dpo.*); these say which stages run and how the recipe joins them."""
+    stages: tuple[str, ...] = knob(("sft", "grpo"), "the stages in order, each from the model the one before left: sft "
+                                   "(the task's gold solutions), grpo, ppo, dpo (pairs of the model's own verified "
+                                   "samples), distill (from recipe.teacher), rest (SFT on the model's own verified "
+                                   "samples: ReST-EM)")
+    scale: float = knob(1.0, "every stage's steps times this (`--budget long` = 4); the defaults are sized for a "
+                             "2-core CPU and short word problems (their time: docs/results.md)", min=0.01)
+    eval_base: bool = knob(True, "score the starting model on the held-out split first (the summary's first row)")
+    eval_size: int = knob(0, "held-out prompts each stage is scored on, greedy (0 = the whole held-out split)", min=0)
+    sft_lora_r: int = knob(0, "LoRA rank of the sft and rest stages (0 = every weight); the RL stages use "
+                              "model.lora.r", min=0)
+    difficulty_rows: int = knob(256, "after the sft stage, the loss of its model on the gold solutions of this many "
+                                     "train rows (the first ones) becomes the RL stages' difficulty prior "
+                                     "(tasks.difficulty_file, for grpo.sampler=easy_first); 0 = none", min=0)
+    teacher: str = knob("", "the distill stage's teacher (a model name, folder or .gguf file); empty = "
+                            "distill.teacher")
+    rest_prompts: int = knob(256, "the rest stage: train prompts it samples", min=1)
+    rest_samples: int = knob(4, "the rest stage: samples per prompt, the passing ones trained on", min=1)
+    dpo_prompts: int = knob(256, "the dpo stage: train prompts whose groups of dpo.group_size samples make the "
+                                 "pairs", min=1)
+
+
+@dataclass(frozen=True)
 class Config:
     seed: int = knob(0, "seed for torch, python and numpy")
     output_dir: str = knob("", "where checkpoints, metrics, the archive and the final model go; empty = a new "
@@ -288,6 +328,8 @@ class Config:
     prm: PRMTrainConfig = knob(default_factory=PRMTrainConfig, help="the tiny process reward model")
     dpo: DPOConfig = knob(default_factory=DPOConfig, help="DPO training on verified pairs")
     monitor: MonitorConfig = knob(default_factory=MonitorConfig, help="reward-hacking monitors during RL training")
+    recipe: RecipeConfig = knob(default_factory=RecipeConfig, help="`reasoning-rl recipe`: the stages and how they "
+                                                                   "join")
 
     # keys that moved: a config that still uses one is told where it went
     MOVED: ClassVar[dict[str, str]] = {

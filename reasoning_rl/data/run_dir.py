@@ -64,7 +64,8 @@ def claim(path: str, command: str, *, resume: bool = False, overwrite: bool = Fa
         raise UserError("--resume and --overwrite exclude each other: continue the run, or replace it")
     if not path:
         if resume:
-            raise UserError(f"--resume needs the run to continue: --set {key}=DIR (a run directory with a checkpoint)")
+            what = "the directory of the stopped run" if resume_file else "a run directory with a checkpoint"
+            raise UserError(f"--resume needs the run to continue: --set {key}=DIR ({what})")
         return new_run_dir(command)
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"{key}: {path!r} is a file, not a directory")

@@ -111,6 +111,10 @@ def run_eval(model, tok, task, rows, n: int, sampling, *, greedy: bool = True, b
     done, groups, spent = log.resume() if (log is not None and resume) else (0, [], 0.0)
     if log is not None and not resume:
         log.start()
+    if resume and progress:
+        kept = len({g.prompt_id.removesuffix("#greedy") for g in groups})
+        print(f"eval --resume: {kept} of {len(rows)} prompts kept from the stopped evaluation (its {done} finished "
+              f"batches); going on from prompt {kept + 1}", file=sys.stderr)
     batches = [rows[i:i + batch_prompts] for i in range(0, len(rows), batch_prompts)]
     t0 = time.time() - spent
     bar = tqdm(total=len(rows), initial=sum(map(len, batches[:done])), desc="eval", unit="prompt", file=sys.stderr,

@@ -114,8 +114,13 @@ def load_pretrained(cfg: Config, name: str, gguf_file: str = "", log=print):
         base_model = AutoModelForCausalLM.from_pretrained(resolve(base, "", m.dtype, log=log), dtype=dtype,
                                                           trust_remote_code=m.trust_remote_code)
         model = PeftModel.from_pretrained(base_model, name).merge_and_unload()
+        # no folder holds these merged weights: new adapters on them must be saved with them (lora.save_final),
+        # never as adapters of the base they were merged into
+        model.name_or_path = model.config.name_or_path = ""
     else:
         model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=m.trust_remote_code)
+        if os.path.isdir(name):  # new adapters on it name their base by a path that holds from any directory
+            model.name_or_path = model.config.name_or_path = os.path.abspath(name)
     if tok.pad_token_id is not None and model.config.pad_token_id is None:
         model.config.pad_token_id = tok.pad_token_id
     return model, tok

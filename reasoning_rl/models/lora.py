@@ -72,10 +72,23 @@ def body_of(policy):
     return base.model
 
 
-def save_final(output_dir: str, model, tok, name: str = "final", merged: bool = False) -> str:
+def save_final(output_dir: str, model, tok, name: str = "final", merged: bool = False, cfg: Config | None = None
+               ) -> str:
     """The trained model in output_dir/name with its tokenizer: the whole model, or with adapters the adapters alone
-    (a PEFT folder naming its base) and, with `merged`, the merged model in name/merged too."""
+    (a PEFT folder naming its base) and, with `merged`, the merged model in name/merged too. With the run's `cfg`,
+    also the prompt format it trained with (prompt_format.json: what later commands prompt the model with)."""
     final = os.path.join(output_dir, name)
+    _save_weights(final, model, tok, merged)
+    if cfg is not None:
+        from ..config import prompt_format
+
+        prompt_format.write(final, cfg)
+        if merged and is_lora(model):
+            prompt_format.write(os.path.join(final, "merged"), cfg)
+    return final
+
+
+def _save_weights(final: str, model, tok, merged: bool) -> None:
     if is_lora(model) and not _base_name(model):  # a base built in code (the tiny model without its warm start): no
         model.save_pretrained(os.path.join(final, "adapter"))  # folder to merge into later, so final/ is merged
         copy.deepcopy(model).merge_and_unload().save_pretrained(final)
@@ -87,7 +100,6 @@ def save_final(output_dir: str, model, tok, name: str = "final", merged: bool = 
     else:
         model.save_pretrained(final)
     tok.save_pretrained(final)
-    return final
 
 
 def _base_name(model) -> str:

@@ -7,10 +7,17 @@ Loss is cross-entropy on the response tokens only (prompt and padding masked), t
 masking the RL trainers use. The embedded default's SFT checkpoint is cached under a key
 made of every config value that shapes it, so the demo and the tests build it once.
 
+A real model's step (`fast`) takes the trainers' own layout: each prompt left-padded, its completion right-padded
+(logprobs.pad_rollouts), so only the completion positions' logits are computed (`logits_to_keep`; a word problem's
+prompt is four fifths of its tokens, and the output layer over a 49k vocabulary a fifth of a position's work), and the
+step's rows run in length order as micro-batches within a padded-token budget (`sft.micro_batch_tokens`), each padded
+only to its own longest row. The loss is the same mean over the step's response tokens. The tiny model keeps the
+right-padded layout (`encode_pairs`): its cached warm start and the demo's published trajectory came from it.
+
 Written as a plain loop rather than TRL's `SFTTrainer`: on a 1 M-parameter model the
 per-step overhead of `transformers.Trainer` dominates, and the cache key needs the
-exact recipe. Not here: packing; the adapters (models/lora.py) and the prompts' chat template (the task renders
-them) are the caller's.
+exact recipe. Not here: a run's checkpoints, stop and resume (trainers/sft.py); the adapters (models/lora.py) and the
+prompts' chat template (the task renders them) are the caller's.
 """
 from __future__ import annotations
 
@@ -21,7 +28,8 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
 
 from ..config.sections import Config
 from ..algos.losses import masked_nll
@@ -34,13 +42,14 @@ from ..task.embedded.arithmetic import make_rows, tool_solution, worked_solution
 SFT_RECIPE_VERSION = "2"
 
 
+# the sft knobs the weights do not depend on (micro-batches change the float rounding only)
+NOT_SHAPING = ("log_every", "micro_batch", "micro_batch_tokens", "checkpoint_every")
 # the tasks knobs that decide the embedded rows the warm start trains on (the others: prompts, sources, rewards)
 EMBEDDED_TASK_KNOBS = ("kind", "families", "max_digits", "num_train", "num_test", "heldout_percent", "seed")
 
 
 def sft_cache_dir(cfg: Config) -> str:
-    shaping = {k: v for k, v in asdict(cfg.sft).items() if k not in ("log_every", "micro_batch")}  # what the
-    # weights depend on (micro-batches change the float rounding only)
+    shaping = {k: v for k, v in asdict(cfg.sft).items() if k not in NOT_SHAPING}  # what the weights depend on
     if not shaping["tool_fraction"]:  # off: the key of every checkpoint made before the knob existed
         del shaping["tool_fraction"]
     tasks = {k: v for k, v in asdict(cfg.tasks).items() if k in EMBEDDED_TASK_KNOBS}  # the data it trains on
@@ -116,29 +125,110 @@ def _target(row: dict, s, rng: random.Random):
     return sft_completion(row, s.worked_fraction, rng, s.tool_fraction)
 
 
-def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, s) -> float:
-    """One optimiser step on a random batch of SFT targets (`s`: an SFTConfig); returns the loss."""
+def sft_step(model, tokenizer, opt, train_rows: list[dict], rng: random.Random, s, fast: bool = False) -> float:
+    """One optimiser step on a random batch of SFT targets (`s`: an SFTConfig); returns the loss. `fast`: the
+    completion-only layout in length-ordered micro-batches (module docstring), for any model but the tiny one."""
     import torch
 
     batch = [train_rows[rng.randrange(len(train_rows))] for _ in range(s.batch_size)]
-    ids, attn, resp = encode_pairs(tokenizer, [r["prompt"] for r in batch], [_target(r, s, rng) for r in batch])
+    prompts, targets = [r["prompt"] for r in batch], [_target(r, s, rng) for r in batch]
     opt.zero_grad(set_to_none=True)
-    rows = s.micro_batch or auto_micro_batch(ids.shape[1], model.get_output_embeddings().weight.shape[0])
-    if rows >= len(batch):
-        loss = sft_loss(model, ids, attn, resp)
-        loss.backward()
-    else:  # each slice's NLL sum over the batch's response tokens: the gradients add up to the whole batch's
-        total = resp[:, 1:].sum().clamp(min=1)
-        loss = 0.0
-        for i in range(0, len(batch), rows):
-            part = sft_loss(model, ids[i:i + rows], attn[i:i + rows], resp[i:i + rows])
-            part = part * resp[i:i + rows, 1:].sum() / total  # a slice's mean NLL x its share of the tokens
-            part.backward()
-            loss += part.detach()
+    loss = _backward_fast(model, tokenizer, prompts, targets, s) if fast else \
+        _backward_padded(model, tokenizer, prompts, targets, s)
     if s.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
     opt.step()
-    return loss.item()
+    return loss
+
+
+def _backward_padded(model, tokenizer, prompts: list[str], targets: list, s) -> float:
+    """The batch's gradient in the right-padded layout, in slices of `sft.micro_batch` rows (0: as many as keep the
+    logits under 1 GiB); returns its loss."""
+    ids, attn, resp = encode_pairs(tokenizer, prompts, targets)
+    rows = s.micro_batch or auto_micro_batch(ids.shape[1], model.get_output_embeddings().weight.shape[0])
+    if rows >= len(prompts):
+        loss = sft_loss(model, ids, attn, resp)
+        loss.backward()
+        return loss.item()
+    total = resp[:, 1:].sum().clamp(min=1)  # each slice's NLL sum over the batch's response tokens: the gradients
+    loss = 0.0  # add up to the whole batch's
+    for i in range(0, len(prompts), rows):
+        part = sft_loss(model, ids[i:i + rows], attn[i:i + rows], resp[i:i + rows])
+        part = part * resp[i:i + rows, 1:].sum() / total  # a slice's mean NLL x its share of the tokens
+        part.backward()
+        loss += part.item()
+    return loss
+
+
+def encode_rows(tokenizer, prompts: list[str], completions: list) -> list[tuple[list[int], list[int], list[int]]]:
+    """Each (prompt, completion) as (prompt ids, completion ids, loss mask), the completion as `encode_pairs` reads
+    it: text (tokenized, EOS appended, every token trained) or (ids, loss_mask) as sampled."""
+    out = []
+    for p, c in zip(prompts, completions):
+        p_ids = tokenizer(p)["input_ids"]  # with the tokenizer's own special tokens (BOS)
+        if isinstance(c, str):
+            c_ids = tokenizer(c, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            out.append((p_ids, c_ids, [1] * len(c_ids)))
+        else:
+            out.append((p_ids, list(c[0]), list(c[1])))
+    return out
+
+
+def micro_batches(encoded: list[tuple[list[int], list[int], list[int]]], s) -> list[list[int]]:
+    """The rows of a step as micro-batches in length order: within `sft.micro_batch_tokens` padded tokens each (0:
+    AUTO_TOKENS), or `sft.micro_batch` rows each where that is set and the budget is not."""
+    from .logprobs import length_buckets, token_budget_runs
+
+    plens, clens = [len(p) for p, _, _ in encoded], [len(c) for _, c, _ in encoded]
+    if s.micro_batch and not s.micro_batch_tokens:
+        return length_buckets([a + b for a, b in zip(plens, clens)], -(-len(encoded) // s.micro_batch))
+    return token_budget_runs(plens, clens, s.micro_batch_tokens or AUTO_TOKENS)
+
+
+# padded tokens per micro-batch when sft.micro_batch_tokens is 0: 16 word problems of ~110 tokens in one or two passes
+AUTO_TOKENS = 2048
+
+
+def _backward_fast(model, tokenizer, prompts: list[str], targets: list, s) -> float:
+    """The batch's gradient in the trainers' layout (completion logits only), micro-batch by micro-batch, each
+    micro-batch's NLL sum over the whole batch's response tokens (so the gradients add up to the batch's mean);
+    returns the loss."""
+    from .logprobs import pad_rollouts, token_logprobs
+
+    encoded = encode_rows(tokenizer, prompts, targets)
+    total = max(1, sum(sum(m) for _, _, m in encoded))
+    loss = 0.0
+    for run in micro_batches(encoded, s):
+        rows = [encoded[i] for i in run]
+        b = pad_rollouts([p for p, _, _ in rows], [c for _, c, _ in rows], [[0.0] * len(c) for _, c, _ in rows],
+                         tokenizer.pad_token_id, device=model.device, loss_masks=[m for _, _, m in rows])
+        logp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)  # (B, Tc) float32
+        part = -(logp * b.loss_mask.to(logp.dtype)).sum() / total
+        part.backward()
+        loss += part.item()
+    return loss
+
+
+def target_nll(model, tokenizer, prompts: list[str], completions: list[str], budget: int = AUTO_TOKENS) -> list[float]:
+    """Each completion's mean negative log-likelihood per token after its prompt under `model` (no gradient), in
+    length-ordered passes within `budget` padded tokens: how hard a gold solution is for the model (the recipe's
+    difficulty prior)."""
+    import torch
+
+    from .logprobs import pad_rollouts, token_budget_runs, token_logprobs
+
+    encoded = encode_rows(tokenizer, prompts, completions)
+    out = [0.0] * len(encoded)
+    with torch.no_grad():
+        for run in token_budget_runs([len(p) for p, _, _ in encoded], [len(c) for _, c, _ in encoded], budget):
+            rows = [encoded[i] for i in run]
+            b = pad_rollouts([p for p, _, _ in rows], [c for _, c, _ in rows], [[0.0] * len(c) for _, c, _ in rows],
+                             tokenizer.pad_token_id, device=model.device)
+            logp = token_logprobs(model, b.p_ids, b.p_mask, b.c_ids, b.c_mask)  # (B, Tc)
+            nll = -logp.sum(-1) / b.c_mask.sum(-1).clamp(min=1)  # (B,)
+            for i, v in zip(run, nll.tolist()):
+                out[i] = v
+    return out
 
 
 def auto_micro_batch(length: int, vocab: int, budget: int = 2**28) -> int:
@@ -146,36 +236,74 @@ def auto_micro_batch(length: int, vocab: int, budget: int = 2**28) -> int:
     return max(1, budget // max(1, length * vocab))
 
 
-def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print):
+@dataclass
+class SFTState:
+    """What an SFT run carries from step to step: the optimiser, its schedule, the batch-drawing generator and the
+    steps done. A run's checkpoint (trainers/sft.py) saves and restores it."""
+    opt: Any
+    sched: Any
+    rng: random.Random
+    step: int = 0
+    warmup: int = 0  # the warm-up the schedule uses (sft.warmup_steps, or less when that is not below sft.steps)
+    loss: float | None = None  # the last step's
+
+
+def warmup_steps(s) -> int:
+    """The warm-up a run of `s.steps` steps uses: sft.warmup_steps, or a tenth of the steps when that is not below
+    them (a warm-up as long as the run never reaches sft.lr)."""
+    return s.warmup_steps if s.warmup_steps < s.steps else s.steps // 10
+
+
+def sft_state(cfg: Config, model, log=print) -> SFTState:
+    """A fresh run's state: AdamW over the trained parameters (with LoRA the adapters alone), linear warm-up then
+    cosine decay to 0.1 x sft.lr, and the batch generator seeded with cfg.seed."""
     import torch
 
-    configure_process(cfg)  # threads (the cached checkpoint must not depend on which command built it), allocator
-    seed_everything(cfg.seed)
     s = cfg.sft
     params = [p for p in model.parameters() if p.requires_grad]  # with LoRA: the adapters alone
     # fused (models/optim.py), but for the embedded tiny model: its cached warm start and the demo's published
     # trajectory came from the default loop, which the fused kernel matches only to float rounding
     opt = adamw(params, lr=s.lr, weight_decay=s.weight_decay, betas=(0.9, 0.98),
                 fused=cfg.model.name_or_path != "tiny")
+    warm = warmup_steps(s)
+    if warm != s.warmup_steps:
+        log(f"sft: sft.warmup_steps={s.warmup_steps} is not below the run's {s.steps} steps, so it would never reach "
+            f"sft.lr={s.lr:g}; warm-up cut to {warm} steps")
 
     def lr_at(step: int) -> float:
-        if step < s.warmup_steps:
-            return (step + 1) / s.warmup_steps
-        frac = (step - s.warmup_steps) / max(1, s.steps - s.warmup_steps)
+        if step < warm:
+            return (step + 1) / warm
+        frac = (step - warm) / max(1, s.steps - warm)
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    rng = random.Random(cfg.seed)
+    return SFTState(opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_at), random.Random(cfg.seed), 0, warm)
+
+
+def train_sft(cfg: Config, model, tokenizer, train_rows: list[dict], log=print, state: SFTState | None = None,
+              after_step: Callable[[SFTState], bool] | None = None) -> SFTState:
+    """Train `model` on `train_rows` for sft.steps optimiser steps (from `state.step` when resuming a run's state);
+    `after_step(state)` runs after each step and returns True to stop there. Returns the state reached."""
+    configure_process(cfg)  # threads (the cached checkpoint must not depend on which command built it), allocator
+    s = cfg.sft
+    if state is None:
+        seed_everything(cfg.seed)
+        state = sft_state(cfg, model, log)
+    fast = cfg.model.name_or_path != "tiny"
     model.train()
-    t0 = time.time()
-    for step in range(s.steps):
-        loss = sft_step(model, tokenizer, opt, train_rows, rng, s)
-        sched.step()
-        if (step + 1) % s.log_every == 0 or step == 0:
-            log(f"sft step {step + 1}/{s.steps}  loss {loss:.4f}  lr {sched.get_last_lr()[0]:.2e}  "
-                f"{time.time() - t0:.0f}s")
+    t0, first = time.time(), state.step
+    while state.step < s.steps:
+        state.loss = loss = sft_step(model, tokenizer, state.opt, train_rows, state.rng, s, fast=fast)
+        state.sched.step()
+        state.step += 1
+        if state.step % s.log_every == 0 or state.step == first + 1 or state.step == s.steps:
+            spent = time.time() - t0
+            left = spent / (state.step - first) * (s.steps - state.step)
+            log(f"sft step {state.step}/{s.steps}  loss {loss:.4f}  lr {state.sched.get_last_lr()[0]:.2e}  "
+                f"{spent:.0f}s" + (f", about {left:.0f}s left" if state.step < s.steps else ""))
+        if after_step is not None and after_step(state):
+            break
     model.eval()
-    return model
+    return state
 
 
 def build_sft_checkpoint(cfg: Config, log=print, force: bool = False) -> str:

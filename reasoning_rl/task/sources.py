@@ -46,7 +46,8 @@ def read_rows(path: str) -> list[dict]:
             try:
                 data = json.load(f)
             except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+                raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg} line {e.lineno} column {e.colno})"
+                                ) from None
             if not isinstance(data, list):
                 raise UserError(f"{path}: a .json input must hold a list of objects")
             return data
@@ -55,7 +56,7 @@ def read_rows(path: str) -> list[dict]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as e:
-                    raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+                    raise UserError(f"{path}:{n}: not valid JSON ({e.msg} column {e.colno})") from None
     return rows
 
 

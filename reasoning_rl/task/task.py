@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -55,6 +56,20 @@ def gsm8k_answer(solution: str) -> str | None:
     if "####" not in solution:
         return None
     return solution.rsplit("####", 1)[1].strip().replace(",", "") or None
+
+
+CALCULATOR = re.compile(r"<<[^<>]*>>")
+
+
+def boxed_target(solution: str) -> str:
+    """A GSM8K-style gold solution as a completion that states its answer in a box: the lines before its last '####'
+    with the calculator annotations (<<48/2=24>>) removed, then 'The answer is \\boxed{N}.' (tasks.target_format
+    boxed). A solution without '####' is returned as it is."""
+    answer = gsm8k_answer(solution)
+    if answer is None:
+        return solution
+    body = CALCULATOR.sub("", solution.rsplit("####", 1)[0]).strip()
+    return (body + "\n" if body else "") + f"The answer is \\boxed{{{answer}}}."
 
 
 def last_boxed(solution: str) -> str | None:
@@ -322,6 +337,8 @@ class Task:
         tasks.difficulty_col value, or by tasks.difficulty the gold solution's steps (its non-empty lines but a final
         '#### N'), its characters, or the prompt's characters."""
         tc, out = self.cfg, {}
+        if tc.difficulty_file:
+            return _difficulty_file(tc.difficulty_file, rows)
         for i, r in enumerate(rows):
             if tc.difficulty_col:
                 try:
@@ -343,6 +360,23 @@ class Task:
                 out[r["prompt_id"]] = float(len(str(r["raw"])))
         return out
 
+    def sft_target(self, row: dict) -> str:
+        """A row's gold completion as supervised training writes it (tasks.target_format)."""
+        target = str(row["target"])
+        return boxed_target(target) if self.cfg.target_format == "boxed" else target
+
+    def gold_rows(self) -> list[dict]:
+        """The train rows as supervised targets: each prompt (rendered) and its gold completion (`sft_target`). A
+        task none of whose rows has one is a UserError naming tasks.target_col."""
+        rows = [{"prompt": r["prompt"], "completion": self.sft_target(r), "prompt_id": r["prompt_id"]}
+                for r in self.train if r.get("target") not in _EMPTY]
+        if not rows:
+            tc, col = self.cfg, PRESETS[self.cfg.preset].target_col
+            raise UserError(f"tasks.target_col: no train row of {self.source!r} has a gold completion to train on "
+                            f"(value {tc.target_col!r}; the preset {tc.preset!r} names "
+                            + (f"{col!r}, which its rows lack)" if col else "none)"))
+        return rows
+
     def rows(self, split: str) -> list[dict]:
         """"train", "test" (the held-out split) or "all" (both)."""
         if split == "test" and not self.test:
@@ -358,6 +392,24 @@ class Task:
         for reason, n in sorted(self.dropped.items()):
             if splits is None or reason.split(":", 1)[0] in splits:
                 log(f"note: dropped {n} rows of {self.source!r} ({reason})")
+
+
+def _difficulty_file(path: str, rows: Sequence[dict]) -> dict[str, float]:
+    """Each row's difficulty from a JSONL of {prompt_id, difficulty}; rows it does not name get the hardest value
+    seen (drawn last by easy_first). A bad line is a UserError naming the file, the line and the field."""
+    from .sources import read_rows
+
+    known: dict[str, float] = {}
+    for i, line in enumerate(read_rows(path)):
+        try:
+            known[str(line["prompt_id"])] = float(line["difficulty"])
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"tasks.difficulty_file: {path!r} line {i + 1} needs a prompt_id and a numeric "
+                            f"difficulty, got {str(line)[:80]!r}") from None
+    if not known:
+        raise UserError(f"tasks.difficulty_file: {path!r} holds no rows")
+    last = max(known.values())
+    return {r["prompt_id"]: known.get(r["prompt_id"], last) for r in rows}
 
 
 def options_hash(options: dict) -> str:

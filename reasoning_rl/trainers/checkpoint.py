@@ -28,6 +28,7 @@ import os
 import shutil
 import sqlite3
 
+from ..config.knobs import flatten
 from ..models import lora
 from ..data.run_dir import recover_checkpoint
 
@@ -41,16 +42,6 @@ def _lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 # what may change on --resume and keep the run's trajectory: how long it runs, how it is watched and logged
 KEEP_TRAJECTORY = ("output_dir", "eval.size", "monitor.", "{algo}.steps", "{algo}.eval_every", "{algo}.eval_at_start",
                    "{algo}.eval_at_end", "{algo}.checkpoint_every", "{algo}.verifier_workers")
@@ -61,7 +52,7 @@ def resume_changes(saved: dict, now: dict, algo: str) -> tuple[list[str], list[s
     """(changes that keep the trajectory, changes that break it) between the config a checkpoint was written with and
     the config of the resuming run, each as 'key: old -> new'. Breaking: anything that changes the data, the
     sampling, the reward, the model, the reference or the optimiser."""
-    before, after = _flat(saved), _flat(now)
+    before, after = flatten(saved), flatten(now)
     keep = [k.format(algo=algo) for k in KEEP_TRAJECTORY]
     harmless, breaking = [], []
     for key in sorted(set(before) | set(after)):
@@ -357,7 +348,7 @@ def exists(output_dir: str) -> bool:
     return os.path.exists(os.path.join(output_dir, NAME, "state.pt"))
 
 
-def save_final(output_dir: str, model, tok, merged: bool = False) -> str:
-    """The trained policy and its tokenizer in output_dir/final (what `load_policy` and `eval` read): with LoRA, the
-    adapters (and with `merged` the merged model in final/merged; lora.save_final)."""
-    return lora.save_final(output_dir, model, tok, merged=merged)
+def save_final(output_dir: str, model, tok, cfg) -> str:
+    """The trained policy, its tokenizer and prompt format in output_dir/final (what `load_policy` and `eval` read):
+    with LoRA, the adapters (and with model.lora.save_merged the merged model in final/merged; lora.save_final)."""
+    return lora.save_final(output_dir, model, tok, merged=cfg.model.lora.save_merged, cfg=cfg)

@@ -258,7 +258,7 @@ def train_dpo(cfg: Config, pairs: Sequence[dict] | None = None, backend: str | N
     after = None
     if ranks.main:
         after = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
-        save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}", merged=cfg.model.lora.save_merged)
+        save_final(cfg.output_dir, model, tok, name=f"dpo_{backend}", merged=cfg.model.lora.save_merged, cfg=cfg)
         last = lines[-1]["step"] if lines else 0
         lines.append({"step": last if len(lines) > 1 else last + 1, "eval/accuracy": after,
                       **{f"final/{k}": v for k, v in m.items()}})

@@ -369,7 +369,7 @@ def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
             run.writer.close()
     model = run.ranks.gathered(run.model)  # FSDP2: the whole weights, on rank 0 (every rank takes part)
     if run.ranks.main:
-        checkpoint.save_final(cfg.output_dir, model, run.tok, merged=cfg.model.lora.save_merged)
+        checkpoint.save_final(cfg.output_dir, model, run.tok, cfg)
         last = run.history[-1]["step"] if run.history else None
         if last == run.rl.steps:  # every step ran (not an alert's stop): the run is finished
             checkpoint.mark_finished(cfg.output_dir, algo.name, last, last if run.rl.checkpoint_every else None)
