@@ -111,3 +111,71 @@ def test_a_lora_runs_checkpoint_and_final_hold_the_adapters_which_load_merged(tm
     ids = tok(["12+7=", "3*4="], return_tensors="pt", padding=True)["input_ids"]
     assert torch.allclose(_logits(loaded, ids), _logits(model.eval(), ids), atol=1e-4)
     assert (final / "merged" / "config.json").is_file()
+
+
+def test_the_adapter_disabled_reference_reads_as_the_model_it_wraps():
+    """The KV cache's helpers ask the reference what model it is: with adapters it used to be an object without a
+    config (`AttributeError: 'AdapterDisabled' object has no attribute 'config'` at the first update of PPO, or of
+    GRPO with beta > 0, on any model whose update shares a group's prompt pass)."""
+    from reasoning_rl.models.cache import cache_argument, reusable
+
+    cfg = config.load(Config, overrides=SMALL)
+    base, tok = load_policy(cfg)
+    model = maybe_lora(base, cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.5)  # adapters that change the logits
+    ref = reference_of(model)
+    assert ref.config is model.config and reusable(ref) == reusable(model)
+    assert cache_argument(ref) == cache_argument(model)
+    ids = tok(["12+7="], return_tensors="pt")["input_ids"]
+    off = ref(input_ids=ids).logits
+    assert torch.equal(ref.forward(input_ids=ids).logits, off)  # forward, too, runs with the adapters off
+    assert not torch.allclose(_logits(model, ids), off)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("algo", ["ppo", "grpo"])
+def test_lora_with_a_reference_and_the_shared_prompt_pass_trains(tmp_path, algo):
+    """The path a real model takes (share_prompt_pass on, a group's prompt run once) with LoRA and beta > 0: the
+    reference scores through the same shared pass. It crashed at the first update before the reference read as a
+    model."""
+    from reasoning_rl.trainers.grpo import train_grpo
+    from reasoning_rl.trainers.ppo import train_ppo
+
+    keys = [o.replace("grpo.", f"{algo}.") for o in SMALL if not (algo == "ppo" and o.startswith("grpo.filter"))]
+    cfg = config.load(Config, overrides=keys + [f"{algo}.share_prompt_pass=on", f"{algo}.beta=0.05",
+                                                f"output_dir={tmp_path}"])
+    history, _, _ = (train_ppo if algo == "ppo" else train_grpo)(cfg, log=lambda *_: None)
+    trained = [h for h in history if h.get("train/samples")]
+    assert trained and all("kl" in h for h in trained)
+
+
+def test_adapters_trained_on_a_merged_model_are_saved_with_it(tmp_path):
+    """Adapters loaded merged into their base (an SFT run's LoRA final/) and trained again are not adapters of that
+    base: final/ holds the merged weights they were trained on (and the adapters in final/adapter), so loading it
+    gives the trained policy, not the new adapters on the first base."""
+    from reasoning_rl.models.lora import save_final
+
+    warm = [o for o in SMALL if not o.startswith(("model.sft_warm_start", "model.tiny.num_layers"))]
+    cfg = config.load(Config, overrides=warm)
+    first = maybe_lora(load_policy(cfg)[0], cfg)
+    with torch.no_grad():
+        for p in first.parameters():
+            if p.requires_grad:
+                p.add_(0.3)
+    tok = load_policy(cfg)[1]
+    sft = save_final(str(tmp_path), first, tok, name="sft")
+    assert (tmp_path / "sft" / "adapter_config.json").is_file()
+    on_sft = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=sft))
+    second = maybe_lora(load_policy(on_sft)[0], on_sft)
+    with torch.no_grad():
+        for p in second.parameters():
+            if p.requires_grad:
+                p.add_(-0.2)
+    final = save_final(str(tmp_path), second, tok, name="grpo")
+    assert (tmp_path / "grpo" / "config.json").is_file() and (tmp_path / "grpo" / "adapter").is_dir()
+    loaded, _ = load_policy(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=final)))
+    ids = tok(["12+7=", "3*4="], return_tensors="pt", padding=True)["input_ids"]
+    assert torch.allclose(_logits(loaded, ids), _logits(second.eval(), ids), atol=1e-4)

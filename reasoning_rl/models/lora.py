@@ -39,7 +39,9 @@ def maybe_lora(model, cfg: Config):
 
 
 class AdapterDisabled:
-    """The base model under a peft policy: every call runs with the adapters switched off, without gradients."""
+    """The base model under a peft policy: every call runs with the adapters switched off, without gradients. It
+    reads as the model it wraps (`config`, `get_base_model`, `dtype`, ...: the helpers that ask what kind of model
+    they run, such as the KV cache's, work on it as on the policy); `forward` is the call, adapters off too."""
 
     def __init__(self, model) -> None:
         self.model = model
@@ -49,6 +51,13 @@ class AdapterDisabled:
 
         with self.model.disable_adapter(), torch.no_grad():
             return self.model(*args, **kwargs)
+
+    forward = __call__
+
+    def __getattr__(self, name: str):
+        if name == "model":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.model, name)
 
     @property
     def device(self):
