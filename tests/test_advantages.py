@@ -352,3 +352,93 @@ def test_the_mixed_filter_keeps_exactly_the_groups_an_estimator_gives_a_signal()
         for name in ("grpo", "dr_grpo", "rloo", "pass_at_k"):
             A = ADVANTAGES.get(name)(R, valid, GroupOptions(k=1))
             assert group.is_mixed("math") == bool((A != 0).any()), (pattern, name)
+
+
+# ---------------------------------------------------------------- per-term normalisation (GDPO), §per-term
+@st.composite
+def term_batches(draw, max_k=3):
+    """(R, valid, weights): B prompts x G samples x K reward terms, some verdicts of each term masked."""
+    B, G, K = draw(st.integers(1, 4)), draw(st.integers(2, 8)), draw(st.integers(1, max_k))
+    floats = st.floats(-5, 5, allow_nan=False)
+    R = torch.tensor(draw(st.lists(st.lists(st.lists(floats, min_size=K, max_size=K), min_size=G, max_size=G),
+                                   min_size=B, max_size=B)))
+    valid = torch.tensor(draw(st.lists(st.lists(st.lists(st.booleans(), min_size=K, max_size=K), min_size=G,
+                                                max_size=G), min_size=B, max_size=B)))
+    weights = torch.tensor(draw(st.lists(st.floats(0.1, 3), min_size=K, max_size=K)))
+    return R, valid, weights
+
+
+def _per_term(R, valid, weights, name="grpo", **kw):
+    from reasoning_rl.algos.advantages import per_term
+
+    return per_term(R, valid, weights, ADVANTAGES.get(name), **kw)
+
+
+@pytest.mark.parametrize("name", GROUP_ESTIMATORS)
+@given(batch=reward_batches(), w=st.floats(0.1, 3))
+@settings(max_examples=60, deadline=None)
+def test_per_term_with_one_term_is_the_estimator_on_it(name, batch, w):
+    """One term, no batch normalisation: w times the estimator's own advantages; with it, those divided by their
+    batch std (the same ordering and signs, one scale for the batch)."""
+    R, valid = batch
+    A, parts = _per_term(R.unsqueeze(-1), valid.unsqueeze(-1), torch.tensor([w]), name, batch_norm=False)
+    assert torch.allclose(A, w * _est(name, R, valid), atol=1e-9)
+    assert torch.allclose(parts[..., 0], A, atol=1e-12)
+    normed, _ = _per_term(R.unsqueeze(-1), valid.unsqueeze(-1), torch.tensor([w]), name, eps=0.0)
+    plain = _est(name, R, valid)[valid]
+    sd = plain.std(unbiased=False) if plain.numel() else torch.tensor(0.0)
+    if sd > 1e-6:
+        assert torch.allclose(normed[valid], (plain - plain.mean()) / sd, atol=1e-6)
+
+
+@given(batch=reward_batches(), c=st.floats(-5, 5))
+@settings(max_examples=60, deadline=None)
+def test_two_terms_whose_sum_is_constant_in_a_group_give_grpos_advantages_on_the_sum(batch, c):
+    """R1 + R2 = c in every group, equal weights: GRPO on the sum sees no difference (A = 0), and neither does the
+    per-term sum (the two terms' normalised advantages cancel)."""
+    R, valid = batch
+    terms = torch.stack([R, c - R], -1)
+    A, _ = _per_term(terms, torch.stack([valid, valid], -1), torch.tensor([1.0, 1.0]), batch_norm=False)
+    assert torch.allclose(A, grpo(terms.sum(-1), valid), atol=1e-6)
+    assert torch.allclose(A, torch.zeros_like(A), atol=1e-6)
+
+
+@given(batch=term_batches(), data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_masked_verdict_of_one_term_leaves_the_other_terms_statistics_alone(batch, data):
+    """Masking more verdicts of term j changes no other term's weighted advantages (nor which samples are in)."""
+    R, valid, weights = batch
+    K = R.shape[-1]
+    j = data.draw(st.integers(0, K - 1))
+    more = valid.clone()
+    more[..., j] &= torch.tensor(data.draw(st.lists(st.booleans(), min_size=R[..., j].numel(),
+                                                    max_size=R[..., j].numel()))).view(R.shape[:-1])
+    everyone = torch.ones(R.shape[:-1], dtype=torch.bool)
+    _, before = _per_term(R, valid, weights, sample_valid=everyone, batch_norm=False)
+    _, after = _per_term(R, more, weights, sample_valid=everyone, batch_norm=False)
+    others = [k for k in range(K) if k != j]
+    assert torch.equal(before[..., others], after[..., others])
+    assert (after[..., j][~more[..., j]] == 0).all()  # a term adds nothing where it did not score
+
+
+@given(batch=term_batches())
+@settings(max_examples=60, deadline=None)
+def test_per_term_gives_samples_out_of_the_loss_no_advantage_and_the_batch_zero_mean(batch):
+    R, valid, weights = batch
+    sample_valid = valid[..., 0]
+    A, _ = _per_term(R, valid, weights, sample_valid=sample_valid)
+    assert (A[~sample_valid] == 0).all()
+    if sample_valid.any():
+        assert abs(A[sample_valid].mean().item()) < 1e-6
+
+
+def test_a_wide_term_no_longer_drowns_a_narrow_one():
+    """The case GDPO names: a format term with a wide spread beside a correctness term. Summed first, a wrong answer
+    in the format outranks a right one without it; per term, being right carries its full weight."""
+    right = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    fmt = torch.tensor([[0.0, 10.0, 0.0, 10.0]])
+    summed = grpo(right + 0.2 * fmt)
+    A, _ = _per_term(torch.stack([right, fmt], -1), torch.ones(1, 4, 2, dtype=torch.bool), torch.tensor([1.0, 0.2]),
+                     batch_norm=False)
+    assert summed[0, 0] < 0 < summed[0, 3]  # summed: right without the format below wrong with it
+    assert A[0, 3] < 0 < A[0, 0]  # per term: right above, wrong below

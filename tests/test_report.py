@@ -392,3 +392,28 @@ def test_a_run_without_updates_says_so_and_a_report_the_run_went_past_is_marked_
         f"stale: the run went on after this page was built (at step 2); rebuild it with: reasoning-rl report {out}")
     browser.save_screenshot(str(tmp_path / "idle.png"))
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_run_with_two_reward_terms_normalised_per_term_draws_each_terms_advantage(tmp_path, browser):
+    """grpo.reward_normalization=per_term with the outcome and a format term: each term's share of the advantage and
+    its spread within groups are in metrics.jsonl every round, and the page draws each of them point for point."""
+    from selenium.webdriver.common.by import By
+
+    from reasoning_rl.trainers.grpo import train_grpo
+
+    out = tmp_path / "terms"
+    reward = "tasks.reward=[{verifier: math, weight: 1.0}, {verifier: soft_length, weight: 0.5, " \
+             "options: {max_length: 8, cache_length: 7}}]"
+    train_grpo(config.load(Config, overrides=RUN + [reward, "grpo.reward_normalization=per_term", "grpo.steps=3",
+                                                    f"output_dir={out}"]), log=lambda *_: None)
+    metrics = [m for m in _lines(out / "metrics.jsonl") if m["step"] > 0]
+    keys = [f"advantage/term/{t}/{what}" for t in ("math", "soft_length") for what in ("share", "spread")]
+    assert all(k in m for m in metrics for k in keys if m.get("train/samples")), metrics
+    browser.get("file://" + write_report(str(out)).run["written"])
+    for k in keys:
+        dots = browser.find_elements(By.CSS_SELECTOR, f'svg[data-key="{k}"] circle')
+        assert [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in dots] == \
+            [(m["step"], m[k]) for m in metrics if k in m], k
+    browser.save_screenshot(str(tmp_path / "terms.png"))  # looked at: the three term charts beside the others
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []

@@ -204,3 +204,37 @@ def test_the_rollout_corrected_loss_equals_trls(tiny, tmp_path, mode, trl_mode):
     _both(trainer, inputs, lambda logp: ppo_clip(
         logp, inputs["old_per_token_logps"], inputs["advantages"], c, eps_low=0.2, eps_high=0.28, agg="token_mean",
         logp_ref=inputs["ref_per_token_logps"], beta=0.04, is_weight=w))
+
+
+def test_per_term_advantages_equal_trls_normalize_then_sum(tiny, tmp_path):
+    """grpo.reward_normalization=per_term against TRL's own `_generate_and_score_completions` with
+    multi_objective_aggregation=normalize_then_sum on the same two reward terms (TRL generates; each term's value of a
+    row is given, so both sides normalise the same numbers). TRL's stds carry Bessel's correction and ours do not:
+    after the batch normalisation the two differ by the constant sqrt((N-1)/N), N the batch's samples."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from reasoning_rl.algos.advantages import ADVANTAGES, per_term
+
+    _, tok, path = tiny
+    G, prompts = 4, ["1+2=", "13+29=", "7*8="]
+    g = torch.Generator().manual_seed(3)
+    r1 = torch.randint(0, 2, (len(prompts), G)).float()  # an outcome: pass or fail
+    r2 = torch.rand((len(prompts), G), generator=g) * 5  # a wide format score
+    rows = [{"prompt": p, "r1": float(r1[b, i]), "r2": float(r2[b, i])} for b, p in enumerate(prompts) for i in range(G)]
+
+    def term1(completions, r1, **kw):
+        return list(r1)
+
+    def term2(completions, r2, **kw):
+        return list(r2)
+
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=len(rows), num_generations=G,
+                      max_completion_length=4, reward_weights=[1.0, 0.2], report_to="none", use_cpu=True, bf16=False,
+                      multi_objective_aggregation="normalize_then_sum")
+    trainer = GRPOTrainer(model=path, reward_funcs=[term1, term2], args=args, processing_class=tok,
+                          train_dataset=Dataset.from_list(rows))
+    theirs = trainer._generate_and_score_completions(rows)["advantages"].view(len(prompts), G)
+    R = torch.stack([r1, r2], -1)
+    ours, _ = per_term(R, torch.ones_like(R, dtype=torch.bool), torch.tensor([1.0, 0.2]), ADVANTAGES.get("grpo"))
+    N = R.shape[0] * G
+    assert torch.allclose(theirs, ours * ((N - 1) / N) ** 0.5, atol=2e-3), (theirs, ours)

@@ -15,6 +15,9 @@ by name.
     pass_at_k  the group's reward is pass@k over its k-subsets; each sample gets its share of it
              (analytically, docs/algorithms.md §pass-at-k); Chen et al. 2025 (arXiv:2508.10751)
 
+Several reward terms (grpo.reward_normalization=per_term, `per_term`): each term through the estimator within its
+group, then weighted and summed, then normalised over the batch: GDPO, Liu et al. 2026 (arXiv:2601.05242).
+
 Reward shaping, (B, G) lengths -> (B, G) rewards added before the advantage (SHAPING):
 
     soft_overlong  DAPO's linear penalty over the last `buffer` tokens before max_len (Yu et al. 2025, eq. 13)
@@ -165,6 +168,35 @@ class GroupEstimator:
     def __call__(self, R: torch.Tensor, valid: torch.Tensor | None = None,
                  opts: GroupOptions = GroupOptions()) -> torch.Tensor:
         return self.fn(R, valid, opts)
+
+
+def per_term(R: torch.Tensor, valid: torch.Tensor, weights: torch.Tensor, estimator: GroupEstimator,
+             opts: GroupOptions = GroupOptions(), *, sample_valid: torch.Tensor | None = None, batch_norm: bool = True,
+             eps: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reward terms normalised each within its group, then weighted and summed (GDPO, Liu et al. 2026,
+    arXiv:2601.05242; docs/algorithms.md §per-term):
+
+        A^k = estimator(R^k, valid^k)   (B, G) for each term k, on the samples term k scored
+        A   = sum_k w_k A^k              then, with batch_norm, (A - mean) / (std + eps) over the batch's samples
+
+    A term with a larger spread (a format bonus next to a rare pass) no longer drowns the others in one group std.
+    R, valid (B, G, K): each term's score and whether it scored the sample (a masked verdict of one term is out of
+    that term's statistics only); weights (K,); sample_valid (B, G): the samples in the loss (default: every term
+    valid), the others get A = 0. Returns A (B, G) and the weighted terms w_k A^k (B, G, K)."""
+    if R.dim() != 3 or valid.shape != R.shape or weights.shape != R.shape[-1:]:
+        raise ValueError(f"per_term: R and valid (B, G, K) and weights (K,), got {tuple(R.shape)}, "
+                         f"{tuple(valid.shape)}, {tuple(weights.shape)}")
+    valid = valid.bool()
+    sample_valid = valid.all(-1) if sample_valid is None else sample_valid.bool()
+    terms = torch.stack([estimator(R[..., k], valid[..., k] & sample_valid, opts) for k in range(R.shape[-1])], -1)
+    terms = terms * weights.to(terms.dtype)  # (B, G, K): each term's weighted share, 0 where it did not score
+    A = torch.where(sample_valid, terms.sum(-1), 0.0)  # (B, G)
+    if batch_norm and sample_valid.any():
+        flat = A[sample_valid]
+        mu = flat.mean()
+        sigma = _pop_std((flat - mu).unsqueeze(0), flat.new_tensor([[float(flat.numel())]]), dim=-1).squeeze()
+        A = torch.where(sample_valid, (A - mu) / (sigma + eps), 0.0)
+    return A, terms
 
 
 ADVANTAGES.add("grpo", GroupEstimator(lambda R, valid, o: grpo(R, valid, scale=o.scale)))

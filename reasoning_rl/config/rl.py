@@ -187,6 +187,14 @@ class GRPOConfig(RLConfig):
     entropy_coef_lr: float = knob(0.01, "step size of the coefficient's adaptation towards entropy_target", min=0.0)
     scale_rewards: Literal["group", "batch", "none"] = knob("group", "the std that divides grpo advantages; TRL "
                                                             "scale_rewards")
+    reward_normalization: Literal["sum", "per_term"] = knob(
+        "sum", "how several reward terms (tasks.reward) become one advantage: sum = their weighted sum normalised in "
+               "its group (a sample with a masked weighted term is left out); per_term = each term normalised within "
+               "its group on the samples it scored, then weighted and summed (GDPO; TRL "
+               "multi_objective_aggregation=normalize_then_sum): a term with a larger spread no longer drowns the "
+               "others. docs/algorithms.md §per-term")
+    per_term_batch_norm: bool = knob(True, "reward_normalization=per_term: normalise the summed advantage over the "
+                                           "batch afterwards (GDPO's and TRL's last step; false keeps the sum)")
     prm_model: str = knob("", "path of a PRM (e.g. runs/prm/final from `train prm`): its step scores are logged, "
                               "and with advantage=process they are the step rewards")
     length_buckets: int = knob(4, "forward/backward each minibatch as up to this many micro-batches of similar "
@@ -231,6 +239,10 @@ class GRPOConfig(RLConfig):
         if self.advantage == "pass_at_k" and self.pass_k > self.group_size:
             raise ConfigError(f"{self.SECTION}.pass_k: value {self.pass_k} is above {self.SECTION}.group_size "
                               f"({self.group_size})")
+        if self.reward_normalization == "per_term" and self.advantage in ("process", "pass_at_k"):
+            scores = "the PRM's steps" if self.advantage == "process" else "the outcome alone"
+            raise ConfigError(f"{self.SECTION}.reward_normalization=per_term normalises reward terms within groups; "
+                              f"{self.SECTION}.advantage={self.advantage} scores {scores}")
         if self.loss_type == "cispo" and self.ratio_level == "sequence":
             raise ConfigError(f"{self.SECTION}.loss_type=cispo weighs each token: {self.SECTION}.ratio_level must be "
                               "token")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..algos.advantages import ADVANTAGES, SHAPING, GroupOptions, process
+from ..algos.advantages import ADVANTAGES, SHAPING, GroupOptions, per_term, process
 from ..config.sections import GenerationConfig, GRPOConfig
 from ..models.logprobs import (TokenBatch, length_buckets, pad_rollouts, pad_values, prompt_runs, token_budget_runs,
                                token_logprobs, trim_padding)
@@ -59,6 +59,7 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
     R = torch.tensor([[0.0 if x is None else x for x in row] for row in scores], dtype=torch.float32)  # (B, G)
     valid = torch.tensor([[x is not None and len(s.token_ids) > 0 for x, s in zip(row, g.samples)]
                           for row, g in zip(scores, groups)])  # (B, G): masked samples are out of every statistic
+    pen = None
     if gcfg.overlong_buffer and (estimator is None or estimator.scores == "reward"):
         lengths = torch.tensor([[len(s.token_ids) for s in g.samples] for g in groups])
         pen = SHAPING.get("soft_overlong")(lengths, max_len=max_len, buffer=min(gcfg.overlong_buffer, max_len),
@@ -68,6 +69,9 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
     if estimator is None:
         valid &= torch.tensor([[not s.verdicts["prm"].masked for s in g.samples] for g in groups])
         A = _process_advantages(groups, valid, tok)  # (B, G, T): per token
+    elif gcfg.reward_normalization == "per_term":
+        A, valid, per = _per_term_advantages(groups, reward, estimator, gcfg, pen)  # (B, G)
+        m.update(per)
     else:
         A = estimator(R, valid, GroupOptions(scale=gcfg.scale_rewards, k=gcfg.pass_k))  # (B, G)
     rows = []
@@ -90,6 +94,37 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
     else:
         A_out = torch.tensor([r[3] for r in rows])
     return GRPOBatch(tokens, A_out.to(tokens.c_ids.device), groups), m
+
+
+def _per_term_advantages(groups: list[Group], reward, estimator, gcfg: GRPOConfig, pen: torch.Tensor | None):
+    """grpo.reward_normalization=per_term (GDPO; algos/advantages.py `per_term`): each weighted term's advantage
+    within its group on the samples it scored, weighted and summed, normalised over the batch (the soft overlong
+    penalty, when on, one more term of weight 1). A sample is in the loss when its outcome verdict is not masked
+    (a masked format verdict leaves only that term out). Returns (A (B, G), the samples in the loss (B, G), each
+    term's mean score, spread within its groups and mean weighted advantage magnitude)."""
+    terms = [t for t in reward.terms if t.weight != 0]
+    R = torch.tensor([[[0.0 if s.verdicts[t.verifier].masked else s.verdicts[t.verifier].score for t in terms]
+                       for s in g.samples] for g in groups], dtype=torch.float32)  # (B, G, K)
+    ok = torch.tensor([[[not s.verdicts[t.verifier].masked for t in terms] for s in g.samples] for g in groups])
+    weights = torch.tensor([t.weight for t in terms], dtype=torch.float32)
+    names = [t.verifier for t in terms]
+    if pen is not None:
+        R, ok = torch.cat([R, pen.unsqueeze(-1)], -1), torch.cat([ok, torch.ones_like(ok[..., :1])], -1)
+        weights, names = torch.cat([weights, torch.ones(1)]), names + ["overlong"]
+    sample_valid = torch.tensor([[not s.verdicts[reward.outcome].masked and len(s.token_ids) > 0 for s in g.samples]
+                                 for g in groups])  # (B, G)
+    A, parts = per_term(R, ok, weights, estimator, GroupOptions(scale="group", k=gcfg.pass_k),
+                        sample_valid=sample_valid, batch_norm=gcfg.per_term_batch_norm)
+    m = {}
+    for k, name in enumerate(names):
+        on = ok[..., k] & sample_valid
+        if on.any():
+            mu = torch.where(on, R[..., k], 0.0).sum(-1, keepdim=True) / on.sum(-1, keepdim=True).clamp(min=1)
+            spread = (torch.where(on, (R[..., k] - mu) ** 2, 0.0).sum(-1) / on.sum(-1).clamp(min=1)).sqrt()
+            m[f"advantage/term/{name}/mean"] = R[..., k][on].mean().item()
+            m[f"advantage/term/{name}/spread"] = spread[on.any(-1)].mean().item()
+            m[f"advantage/term/{name}/share"] = parts[..., k][on].abs().mean().item()
+    return A, sample_valid, m
 
 
 def _step_ends(tok, token_ids, text: str, separator: str = "\n\n") -> list[int]:

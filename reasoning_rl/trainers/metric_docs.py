@@ -28,6 +28,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("reward/std", "reward", BOTH, "standard deviation of that reward"),
     Metric("reward/term/<verifier>", "score", BOTH, "mean score of one reward term (tasks.reward) over the samples it "
                                                     "scored this round, whatever its weight"),
+    Metric("advantage/term/<verifier>/mean", "score", "grpo, distill", "grpo.reward_normalization=per_term: mean score "
+           "of one weighted term over the round's samples it scored (`overlong`: the soft overlong penalty)"),
+    Metric("advantage/term/<verifier>/spread", "score", "grpo, distill", "per_term: that term's standard deviation "
+           "within its groups, averaged over the groups (0: the term tells no sample of a group from another)"),
+    Metric("advantage/term/<verifier>/share", "advantage", "grpo, distill", "per_term: mean magnitude of the term's "
+           "weighted share of each sample's advantage (before the batch normalisation)"),
     Metric("verify/masked", "samples", BOTH,
            "samples whose outcome verdict was masked (TIMEOUT, ERROR, ABSTAIN): left out of the update, never 0"),
     Metric("train/samples", "samples", BOTH, "samples that entered the update this round"),
