@@ -230,8 +230,8 @@ def write_summary(rec: Record, log) -> None:
     import json
 
     rows = summary_rows(rec)
-    head = "| stage | held-out greedy | parseable | cut | training s (CPU s) | evaluation s |\n| --- | --- | --- | --- " \
-           "| --- | --- |"
+    head = ("| stage | held-out greedy | parseable | cut | training s (CPU s) | evaluation s |\n"
+            "| --- | --- | --- | --- | --- | --- |")
     lines = [head] + [f"| {r['stage']} | {_fmt(r['accuracy'])} +- {_fmt(r['se'])} ({r['prompts']} prompts) | "
                       f"{_fmt(r['parseable'])} | {_fmt(r['cut'])} | {r['train_s']:.0f} ({r['cpu_s']:.0f}) | "
                       f"{r['eval_s']:.0f} |" for r in rows]

@@ -280,11 +280,11 @@ def score(ctx: Ctx, trained: Trained | None) -> dict:
     note = cpu_kernels.auto_choice(cfg.generation.cpu_decode, model, min(128, cfg.eval.batch_prompts))
     if note:
         ctx.log(note)
+    greedy = SamplingConfig.of(cfg.generation, temperature=0.0, seed=cfg.seed)
     with stop_requests(ctx.log, after="the evaluation's batch in progress (the finished ones are kept)") as stop:
-        res = run_eval(model, tok, ctx.task, rows, 1, SamplingConfig.of(cfg.generation, temperature=0.0, seed=cfg.seed),
-                       greedy=True, truncated=cfg.eval.truncated, batch_prompts=cfg.eval.batch_prompts,
-                       log=EvalLog(out, spec, provenance(described)), resume=os.path.isfile(os.path.join(out, PROGRESS)),
-                       stop=stop)
+        res = run_eval(model, tok, ctx.task, rows, 1, greedy, greedy=True, truncated=cfg.eval.truncated,
+                       batch_prompts=cfg.eval.batch_prompts, log=EvalLog(out, spec, provenance(described)),
+                       resume=os.path.isfile(os.path.join(out, PROGRESS)), stop=stop)
     metrics = {"prompts": len(rows), "model": final, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
     tmp = summary + ".tmp"

@@ -169,7 +169,8 @@ class Distill(GRPO):
         return None  # the dense losses' divergence reaches every row
 
 
-def train_distill(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
+def train_distill(cfg: Config, log: Callable[[str], None] = print,
+                  on_step: Callable[[dict], bool | None] | None = None,
                   resume: bool = False, resume_changed: bool = False):
     """Run on-policy distillation as configured (section `distill`; distill.teacher the teacher). Returns (history,
     model, tokenizer). The teacher's source and tokenizer are checked before anything loads."""

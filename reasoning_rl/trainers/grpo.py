@@ -92,7 +92,8 @@ class GRPO:
         return out
 
 
-def train_grpo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
+def train_grpo(cfg: Config, log: Callable[[str], None] = print,
+               on_step: Callable[[dict], bool | None] | None = None,
                resume: bool = False, resume_changed: bool = False):
     """Run GRPO as configured (section `grpo`). Returns (history, model, tokenizer).
 

@@ -1,6 +1,6 @@
 """The RL loop every algorithm shares: one round of sample -> verify -> filter -> update per step.
 
-    train(cfg, algorithm, log, on_step, resume) -> (history, model, tokenizer)
+    train(cfg, algorithm, log, on_step, resume) -> (history, model, tokenizer)   on_step(metrics) -> True ends it
 
 The loop owns what is common to GRPO and PPO: seeding and ranks, the policy and its reference,
 the rollout engine, the verifier pool and reward, the curriculum (ledger, sampler, refill),
@@ -307,8 +307,7 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         alerts = run.monitors.pop_alerts()
         run.history.append(m)
         run.writer.write(m)
-        if on_step:
-            on_step(m)
+        ended = bool(on_step(m)) if on_step else False  # the caller's word: True ends the run after this step
         run.log(log_line(m, rl.steps))
         for a in alerts:
             run.log(f"ALERT step {step}: {a}")
@@ -328,11 +327,16 @@ def _steps(run: Run, algo: Algorithm, first: int, tally: SandboxTally, on_step, 
         if on_alert:
             run.log(f"stopped at step {step} on the alert above (monitor.stop_on_alert); checkpoint written")
             break
+        if ended:
+            run.log(f"ended at step {step} of {rl.steps} by the caller (its on_step); final/ follows")
+            break
 
 
 def train(cfg: Config, algo: Algorithm, log: Callable[[str], None] = print,
-          on_step: Callable[[dict], None] | None = None, resume: bool = False, resume_changed: bool = False):
+          on_step: Callable[[dict], bool | None] | None = None, resume: bool = False, resume_changed: bool = False):
     """Run `algo` as configured. Returns (history, model, tokenizer): history is one metrics dict per step.
+    `on_step(metrics)` sees each step's metrics; where it returns True the run ends after that step as if its steps
+    were done there (final/ saved; not marked finished, so `--resume` can take it on). A budget of the caller's own.
 
     resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run); a config changed
     since the checkpoint in a key that breaks the trajectory is refused unless `resume_changed`.

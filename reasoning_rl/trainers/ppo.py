@@ -208,8 +208,9 @@ class PPO:
         return {}
 
 
-def train_ppo(cfg: Config, log: Callable[[str], None] = print, on_step: Callable[[dict], None] | None = None,
-               resume: bool = False, resume_changed: bool = False):
+def train_ppo(cfg: Config, log: Callable[[str], None] = print,
+              on_step: Callable[[dict], bool | None] | None = None,
+              resume: bool = False, resume_changed: bool = False):
     """Run PPO as configured (section `ppo`). Returns (history, model, tokenizer).
 
     resume: continue from `output_dir/checkpoint` (the same trajectory as an uninterrupted run); resume_changed:
