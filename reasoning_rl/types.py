@@ -269,3 +269,12 @@ class Pair:
             object.__setattr__(self, f"{side}_mask", mask)
             if len(ids) != len(mask) or set(mask) - {0, 1}:
                 raise ValueError(f"Pair.{side}_mask must be 0/1 for each of the {len(ids)} ids, got {len(mask)}")
+
+    def as_row(self, ids: bool | None = None) -> dict[str, Any]:
+        """The pair as DPO trains on it: prompt, chosen, rejected, and a pair of episodes' ids and masks (`ids`:
+        whether to carry those columns; default where the pair has them)."""
+        row: dict[str, Any] = {"prompt": self.prompt, "chosen": self.chosen, "rejected": self.rejected}
+        if self.chosen_ids if ids is None else ids:
+            row.update({k: list(getattr(self, k)) for k in ("chosen_ids", "chosen_mask", "rejected_ids",
+                                                            "rejected_mask")})
+        return row

@@ -265,3 +265,27 @@ def test_an_alert_fires_once_a_crossing_and_again_after_falling_back():
         mon.observe(1, _round(task, reward, texts), {})
         fired.append(len(mon.pop_alerts()))
     assert fired == [1, 0, 0, 0, 1]
+
+
+def test_a_jump_of_the_tokens_outside_the_ratio_band_alerts_once_and_a_steady_share_does_not():
+    """rollout/ratio_outside against its pooled share over the window before: 30 of 1000 tokens a round is steady;
+    a round at 200 of 1000 (the engine's weights gone astray) alerts, once; 12 of 60 after 3% is still unlikely
+    by chance, 1 of 5 is not."""
+    task = _task()
+    r = verifiers.Reward.single("math")
+
+    def run(shares, n=1000):
+        mon = Monitors(MonitorConfig(window=3), task, r)
+        out = []
+        for step, k in enumerate(shares, 1):
+            m = mon.observe(step, [], {"rollout/ratio_outside": k / n, "rollout/ratio_tokens": float(n)})
+            out.append((m.get("monitor/ratio_outside_jump"), mon.pop_alerts()))
+        return out
+
+    steady = run([30, 31, 29, 30, 32, 30])
+    assert all(not alerts for _, alerts in steady) and steady[3][0] == pytest.approx(0.0, abs=0.005)
+    jump = run([30, 31, 29, 200, 210, 30, 30, 30, 220])
+    said = [alerts for _, alerts in jump]
+    assert said[3] and "200 of 1000 sampled tokens" in said[3][0] and not said[4]  # once a crossing
+    assert said[8]  # again after falling back
+    assert run([2, 2, 1, 12], n=60)[3][1] and not run([0, 0, 0, 1], n=5)[3][1]

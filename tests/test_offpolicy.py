@@ -243,3 +243,21 @@ def test_the_demo_plot_shows_the_mismatch_when_a_run_has_it(tmp_path):
          str(tmp_path / "engine.png"), 0.5)
     w_plain, w_engine = Image.open(tmp_path / "plain.png").size[0], Image.open(tmp_path / "engine.png").size[0]
     assert w_engine > 1.4 * w_plain  # a third column of panels: mismatch KL and the largest weight
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=batches(), low=st.floats(0.5, 1.0), high=st.floats(1.0, 2.0))
+def test_the_share_outside_the_ratio_band_counts_tokens_a_loop_would(b, low, high):
+    """rollout/ratio_outside is the share of response tokens whose pi_old / pi_engine leaves [low, high], padding
+    never counted; on-policy it is 0."""
+    from reasoning_rl.algos.correction import ratio_outside
+
+    logp, logp_engine, mask, _ = b
+    out, n = ratio_outside(logp, logp_engine, mask, low, high)
+    r = torch.exp(logp - logp_engine)
+    want = sum(1 for i in range(mask.shape[0]) for t in range(mask.shape[1])
+               if mask[i, t] and not low <= r[i, t].item() <= high)
+    assert (out, n) == (want, int(mask.sum()))
+    assert ratio_outside(logp, logp, mask, low, high)[0] == 0
+    _, m = correct("token_tis", logp, logp_engine, mask, 0.5, 2.0, (low, high))
+    assert m["rollout/ratio_outside"] == pytest.approx(out / max(1, n)) and m["rollout/ratio_tokens"] == n

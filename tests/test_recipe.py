@@ -133,7 +133,9 @@ def test_the_recipe_end_to_end_interrupted_after_its_first_stage_and_resumed(dat
     assert _states(out) == ["done", "done", "pending" if between else "stopped"]
     said = _stopped_at([*cmd, "--resume"], "step 2/4")
     assert "2 of 3 stages done" in said and "== recipe stage 1-sft" not in said  # a done stage is not run again
-    assert "recipe stopped in stage 2-grpo: stopped by SIGTERM after step 2 of 4" in said
+    import re  # the signal lands in round 2 or, the rounds being short, a later one before the last
+
+    assert re.search(r"recipe stopped in stage 2-grpo: stopped by SIGTERM after step [23] of 4", said), said
     assert _states(out) == ["done", "done", "stopped"]
     r = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, env=run_env(), cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -312,7 +312,7 @@ def test_a_run_whose_engine_is_not_the_trainer_shows_its_mismatch_and_correction
     train_grpo(config.load(Config, overrides=RUN + ["grpo.engine=worker", "grpo.steps=2", f"output_dir={out}"]),
                log=lambda *_: None)
     metrics = _lines(out / "metrics.jsonl")
-    keys = ("rollout/mismatch_kl", "rollout/is_weight_mean", "rollout/is_weight_max")
+    keys = ("rollout/mismatch_kl", "rollout/ratio_outside", "rollout/is_weight_mean", "rollout/is_weight_max")
     assert all(any(k in m for m in metrics) for k in keys), "the run logged no correction: the test proves nothing"
     browser.get("file://" + write_report(str(out)).run["written"])
     for k in keys:
@@ -417,3 +417,24 @@ def test_a_run_with_two_reward_terms_normalised_per_term_draws_each_terms_advant
             [(m["step"], m[k]) for m in metrics if k in m], k
     browser.save_screenshot(str(tmp_path / "terms.png"))  # looked at: the three term charts beside the others
     assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_distillation_runs_report_names_its_teacher_and_draws_the_teachers_signal(tmp_path, browser):
+    """A distillation run's header names the teacher and the loss; its curves include the reverse KL to the teacher
+    and the teacher's log-prob of the sampled tokens, point for point."""
+    from selenium.webdriver.common.by import By
+
+    from reasoning_rl.trainers.distill import train_distill
+
+    out = tmp_path / "distill"
+    train_distill(config.load(Config, overrides=[o.replace("grpo.", "distill.") for o in RUN]
+                  + ["distill.teacher=tiny", "distill.steps=2", f"output_dir={out}"]), log=lambda *_: None)
+    browser.get("file://" + write_report(str(out)).run["written"])
+    info = browser.find_element(By.ID, "run-info").text
+    assert "kind: distill" in info and "teacher: tiny" in info and "loss: reverse_kl" in info
+    metrics = _lines(out / "metrics.jsonl")
+    for k in ("distill/reverse_kl", "distill/teacher_logprob"):
+        dots = browser.find_elements(By.CSS_SELECTOR, f'svg[data-key="{k}"] circle')
+        assert dots and [(int(c.get_attribute("data-step")), float(c.get_attribute("data-value"))) for c in dots] \
+            == [(m["step"], m[k]) for m in metrics if k in m], k

@@ -87,6 +87,25 @@ def test_curate_writes_every_verified_sample_and_sft_trains_on_the_passed_ones(t
     assert "held-out accuracy: " in printed.out and (out / "config.json").exists()
 
 
+def test_curate_samples_at_the_configs_temperature_and_records_who_sampled(tmp_path, capsys):
+    """`curate --model` used to sample at temperature 1.0 whatever generation.temperature said, and its samples did
+    not say which model drew them: at temperature 0 the four samples of a prompt are one greedy text, and every line
+    of samples.jsonl names the model and the temperature."""
+    from reasoning_rl.cli import main
+
+    cur = tmp_path / "cur"
+    assert main(["curate", "--limit", "6", "-n", "4", "-o", str(cur), "--set", "model.sft_warm_start=false",
+                 "--set", "model.tiny.num_layers=1", "--set", "generation.max_tokens=6",
+                 "--set", "generation.temperature=0"]) == 0
+    assert "samples 4 per prompt at temperature 0" in capsys.readouterr().err
+    lines = [json.loads(x) for x in (cur / "samples.jsonl").read_text().splitlines()]
+    by_prompt: dict = {}
+    for x in lines:
+        by_prompt.setdefault(x["prompt_id"], set()).add(x["text"])
+        assert x["sampled"]["model"] == "tiny" and x["sampled"]["temperature"] == 0.0
+    assert len(by_prompt) == 6 and all(len(texts) == 1 for texts in by_prompt.values())
+
+
 def test_a_plain_samples_files_prompts_are_rendered_with_the_chat_template(tmp_path):
     """A user's (prompt, completion, passed) rows: the prompt is rendered as the task renders its own (here a ChatML
     template), so the model trains on the text it will be asked."""

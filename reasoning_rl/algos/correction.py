@@ -120,10 +120,22 @@ def mismatch_kl(logp_old: torch.Tensor, logp_engine: torch.Tensor, mask: torch.T
     return ((torch.exp(log_u) - log_u - 1) * m).sum().item() / max(1.0, m.sum().item())
 
 
+def ratio_outside(logp_old: torch.Tensor, logp_engine: torch.Tensor, mask: torch.Tensor, low: float = 0.9,
+                  high: float = 1.1) -> tuple[int, int]:
+    """(tokens whose ratio r_t = pi_old / pi_engine lies outside [low, high], tokens compared): how many tokens a
+    correction would touch, which the mean KL hides (a few tokens far off and many close read the same)."""
+    r = torch.exp(_log_r(logp_old, logp_engine, mask))
+    m = mask.bool()
+    return int(((r < low) | (r > high))[m].sum().item()), int(m.sum().item())
+
+
 def correct(mode: str, logp_old: torch.Tensor, logp_engine: torch.Tensor, mask: torch.Tensor, c_min: float,
-            c_max: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """The weights of `mode` and every metric of the mismatch (rollout/mismatch_kl included)."""
+            c_max: float, band: tuple[float, float] = (0.9, 1.1)) -> tuple[torch.Tensor, dict[str, float]]:
+    """The weights of `mode` and every metric of the mismatch: rollout/mismatch_kl, and the share of tokens whose
+    ratio lies outside `band` (rollout/ratio_outside, with rollout/ratio_tokens the tokens compared)."""
     with torch.no_grad():
         w, metrics = CORRECTIONS.get(mode)(logp_old, logp_engine, mask, c_min=c_min, c_max=c_max)
         metrics["rollout/mismatch_kl"] = mismatch_kl(logp_old, logp_engine, mask)
+        out, n = ratio_outside(logp_old, logp_engine, mask, *band)
+        metrics["rollout/ratio_outside"], metrics["rollout/ratio_tokens"] = out / max(1, n), float(n)
     return w, metrics

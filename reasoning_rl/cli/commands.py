@@ -99,7 +99,8 @@ def _add_data_commands(sub) -> None:
     add_split_arg(p, "all")  # a dataset written back whole, with its pass-rate columns
     p.add_argument("--limit", type=NONNEG_INT, default=0, help="only the first N prompts (0 = all)")
     p.add_argument("-n", "--n", type=POS_INT, default=8, help="samples per prompt (G)")
-    p.add_argument("--temperature", type=NONNEG_FLOAT, default=1.0, help="sampling temperature (0 = greedy)")
+    p.add_argument("--temperature", type=NONNEG_FLOAT, default=None,
+                   help="sampling temperature (0 = greedy; default: the config's generation.temperature)")
     p.add_argument("--max-tokens", type=POS_INT, default=None,
                    help="new tokens per completion (default: the config's generation.max_tokens)")
     p.add_argument("--ledger", help="also record the groups in this SQLite curriculum ledger")

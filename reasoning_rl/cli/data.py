@@ -30,10 +30,11 @@ def _sft_run(cfg, args, rows: list[dict], task, before: bool) -> int:
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     model = maybe_lora(model, cfg)
-    acc0 = held_out.configured(cfg, task, model, tok, evals)["accuracy"] if before and not args.resume else None
+    rl = cfg.grpo if cfg.grpo.environment else None  # a model trained in episodes is scored in them
+    acc0 = held_out.configured(cfg, task, model, tok, evals, rl=rl)["accuracy"] if before and not args.resume else None
     res = run_sft(cfg, model, tok, rows, args.output, resume=args.resume,
                   log=lambda m: print(m, file=sys.stderr))
-    acc = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
+    acc = held_out.configured(cfg, task, model, tok, evals, rl=rl)["accuracy"]
     resumed = f", resumed at step {res.resumed_from}" if res.resumed_from else ""
     print(f"sft ({len(rows)} targets, {res.steps} steps of {cfg.sft.batch_size}{resumed}, {res.seconds:.0f} s): "
           f"{res.path}")
@@ -47,8 +48,13 @@ def _sft_on_target(cfg, args) -> int:
     if not args.output:
         raise UserError(f"sft: model.name_or_path={cfg.model.name_or_path!r}: give --output DIR for the trained model "
                         "(only the embedded tiny model has a cached warm start)")
+    from ..data.gold_traces import gold_targets
+    from ..models.load import load_tokenizer
+
     task = load_task(cfg)
-    return _sft_run(cfg, args, task.gold_rows(), task, before=False)
+    rows, summary = gold_targets(task, load_tokenizer(cfg), cfg.grpo)
+    print(f"sft on {summary.line()}", file=sys.stderr)
+    return _sft_run(cfg, args, rows, task, before=False)
 
 
 def sample_rows(task, tok, targets, where: str) -> list[dict]:
@@ -117,10 +123,15 @@ def cmd_curate(args) -> int:
     task, rows = load_task(cfg, args.split, args.limit)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature,
+    temperature = cfg.generation.temperature if args.temperature is None else args.temperature
+    sampling = SamplingConfig.of(cfg.generation, temperature=temperature,
                                  max_tokens=args.max_tokens or cfg.generation.max_tokens, seed=cfg.seed)
+    print(f"curate: {cfg.model.name_or_path} samples {args.n} per prompt at temperature {temperature:g}, top_p "
+          f"{cfg.generation.top_p:g}, <= {sampling.max_tokens} tokens", file=sys.stderr)
     out, groups = curate(model, tok, task, rows, args.n, sampling, ledger_path=args.ledger)
-    write_rows(out, args.output, groups)
+    write_rows(out, args.output, groups, sampled={"model": cfg.model.name_or_path, "temperature": temperature,
+                                                  "top_p": cfg.generation.top_p, "max_tokens": sampling.max_tokens,
+                                                  "seed": cfg.seed})
     scored = [r for r in out if r["pass_rate"] is not None]
     if not scored:
         raise UserError(f"curate: every one of the {len(out)} prompts' samples was masked by {task.outcome!r} "

@@ -15,10 +15,15 @@ import time
 from .args import add_config_args, add_task_args, cmd, load_config, set_threads
 from ..errors import UserError
 
+# the calculator at hand: each gold calculation a call <<expr>> (GSM8K's annotations, an equation line), in SFT, RL
+# and every evaluation (final/ carries it); every RL section runs its episodes
+TOOL = tuple(f"{s}.{k}" for s in ("grpo", "ppo", "distill")
+             for k in ("environment=calculator", "max_turns=8", "max_tool_calls=8"))
 RECIPE_DEFAULTS: tuple[str, ...] = (
-    "tasks.instruction=Put the final answer in \\boxed{}.", "tasks.target_format=boxed",
-    "sft.steps=60", "sft.batch_size=16", "sft.lr=3e-5", "sft.warmup_steps=5", "sft.checkpoint_every=20",
-    "sft.log_every=10",
+    "tasks.instruction=Write each calculation as <<expression>>; a calculator answers it. Put the final answer in "
+    "\\boxed{}.", "tasks.target_format=calculator", *TOOL,
+    "recipe.sft_lora_r=16", "sft.steps=60", "sft.batch_size=16", "sft.lr=1e-3", "sft.warmup_steps=5",
+    "sft.checkpoint_every=20", "sft.log_every=10",
     "model.lora.r=16", "model.lora.alpha=32", "generation.temperature=0.7",
     "grpo.steps=30", "grpo.prompts_per_step=4", "grpo.group_size=8", "grpo.minibatch_size=32",
     "grpo.max_refill_rounds=0", "grpo.warmup_steps=0", "grpo.lr=3e-4", "grpo.sampler=easy_first",

@@ -106,6 +106,10 @@ class RLConfig:
                               "vllm_importance_sampling_clip_min", min=0.0)
     is_max: float = knob(2.0, "upper bound C_max: the truncation of *_tis, the mask of the others; TRL "
                               "vllm_importance_sampling_clip_max", min=0.0)
+    mismatch_low: float = knob(0.9, "rollout/ratio_outside counts the sampled tokens whose ratio pi_trainer / "
+                                    "pi_engine lies below this ...", min=0.0, max=1.0)
+    mismatch_high: float = knob(1.1, "... or above this (an engine that is not the trainer: the share of tokens a "
+                                     "correction would touch, beside rollout/mismatch_kl)", min=1.0)
     rollout_chunks: int = knob(1, "generate each round in this many chunks and verify each chunk in the background "
                                   "while the next is generated: > 1 hides slow verification (code tasks) behind "
                                   "generation, at the cost of smaller generation batches", min=1)

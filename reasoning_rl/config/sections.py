@@ -60,10 +60,12 @@ class TaskConfig:
     id_col: str = knob("", "column of a stable row id (empty = the preset's, else prompt_id or id where the rows "
                            "have one, else a hash of the prompt)")
     target_col: str = knob("", "column of a gold completion for `sft` (empty = the preset's; none = no SFT target)")
-    target_format: Literal["as_is", "boxed"] = knob(
+    target_format: Literal["as_is", "boxed", "calculator"] = knob(
         "as_is", "how `sft` and `recipe` write a gold completion: as_is = the column's text; boxed = a GSM8K-style "
                  "solution's lines before its final '#### N', calculator annotations (<<48/2=24>>) removed, then "
-                 "'The answer is \\boxed{N}.' (a completion without '####' stays as it is)")
+                 "'The answer is \\boxed{N}.' (a completion without '####' stays as it is); calculator = the same "
+                 "as an episode with the calculator (grpo.environment=calculator): each annotation, and each line "
+                 "that is an equation, a call <<48/2>> the calculator answers (data/gold_traces.py)")
     system_prompt: str = knob("", "system message put before the prompt when a chat template renders it")
     instruction: str = knob("", "appended to the user prompt, e.g. 'Put the final answer in \\boxed{}.'")
     template: str = knob("", "prompt text as a format string of the row's columns, e.g. '{question}\\nAnswer:' "
@@ -260,6 +262,11 @@ class MonitorConfig:
                                      "stay quiet; the drift alerts likewise need the shift of the mean to be unlikely "
                                      "(Welch's z on the per-sample lengths or scores, two-sided); 1 = the thresholds "
                                      "alone", min=0.0, max=1.0)
+    mismatch_jump_max: float = knob(0.05, "alert when the share of sampled tokens whose engine/trainer ratio leaves "
+                                          "[mismatch_low, mismatch_high] (rollout/ratio_outside) rises this much above "
+                                          "its mean over the window before (an engine whose weights or kernels went "
+                                          "astray), the count unlikely by chance as for the shares above",
+                                    min=0.0, max=1.0)
     stop_on_alert: bool = knob(False, "stop the run at the first alert, after writing a checkpoint")
 
 

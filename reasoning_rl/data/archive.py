@@ -22,8 +22,11 @@ def provenance(described: dict) -> dict:
     return {t["verifier"]: {"version": t["version"], "options_hash": t["options_hash"]} for t in described["terms"]}
 
 
-def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict | None = None) -> int:
-    """One line per sample; `provenance` maps a verifier name to {"version", "options_hash"}."""
+def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict | None = None,
+                 sampled: dict | None = None) -> int:
+    """One line per sample; `provenance` maps a verifier name to {"version", "options_hash"}; `sampled` says how the
+    samples were drawn where no run's config says it ({"model", "temperature", ...}: `curate`, the recipe's
+    own samples)."""
     n = 0
     for g in groups:
         for i, s in enumerate(g.samples):
@@ -46,6 +49,8 @@ def write_groups(f: TextIO, groups: Iterable[Group], step: int, provenance: dict
                 line["staleness"] = step - 1 - s.weight_version
             if provenance:
                 line["provenance"] = {k: provenance[k] for k in s.verdicts if k in provenance}
+            if sampled:
+                line["sampled"] = sampled
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
             n += 1
     return n

@@ -68,10 +68,11 @@ def curate(model, tokenizer, task: Task, rows: Sequence[dict], n: int, sampling:
     return out, groups
 
 
-def write_rows(rows: list[dict], output: str, groups: Sequence | None = None) -> None:
+def write_rows(rows: list[dict], output: str, groups: Sequence | None = None, sampled: dict | None = None) -> None:
     """A datasets directory (save_to_disk) plus data.jsonl inside `output`, and with `groups` every verified sample
     as samples.jsonl (the rollout archive's lines: what `reasoning-rl sft --samples` trains on): all or none (an
-    interrupt while they are written leaves `output` as it was)."""
+    interrupt while they are written leaves `output` as it was). `sampled`: which model drew them and how, kept on
+    every sample's line."""
     from datasets import Dataset
 
     from .archive import write_groups
@@ -84,4 +85,4 @@ def write_rows(rows: list[dict], output: str, groups: Sequence | None = None) ->
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
         if groups is not None:
             with open(os.path.join(d, "samples.jsonl"), "w", encoding="utf-8") as f:
-                write_groups(f, groups, step=0)
+                write_groups(f, groups, step=0, sampled=sampled)

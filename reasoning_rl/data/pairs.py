@@ -128,8 +128,7 @@ def to_dataset(pairs: Sequence[Pair]):
     from datasets import Dataset
 
     episodes = any(p.chosen_ids for p in pairs)  # the id columns, where a pair of episodes needs them
-    rows = [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected, **dict(p.provenance),
-             **({k: list(getattr(p, k)) for k in ID_COLUMNS} if episodes else {})} for p in pairs]
+    rows = [{**p.as_row(ids=episodes), **dict(p.provenance)} for p in pairs]
     return Dataset.from_list(rows)
 
 

@@ -21,6 +21,7 @@ Not here: the order, the record and the summary (run.py); the trainers themselve
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -93,8 +94,12 @@ def sft(ctx: Ctx) -> Trained:
     from ..models.lora import maybe_lora
     from ..trainers.sft import DONE, run_sft
 
+    from ..data.gold_traces import gold_targets
+    from ..models.load import load_tokenizer
+
     cfg, final = ctx.config(**_lora_r(ctx)), ctx.path("final")
-    rows = ctx.task.gold_rows()
+    rows, summary = gold_targets(ctx.task, load_tokenizer(cfg), cfg.grpo)
+    ctx.log(f"recipe: sft on {summary.line()}")
     out = Trained(final)
     if not os.path.isfile(os.path.join(final, DONE)):
         with _Clock() as clock:
@@ -117,7 +122,8 @@ def write_difficulty(model, tok, rows: list[dict], path: str) -> None:
     """Each row's difficulty for easy_first: the model's mean loss per token on its gold solution."""
     from ..models.sft import target_nll
 
-    nll = target_nll(model, tok, [r["prompt"] for r in rows], [r["completion"] for r in rows])
+    nll = target_nll(model, tok, [r["prompt"] for r in rows],
+                     [(r["ids"], r["loss_mask"]) if "ids" in r else r["completion"] for r in rows])
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
         for r, v in zip(rows, nll):
@@ -169,7 +175,8 @@ def distill(ctx: Ctx) -> Trained:
 
 def _own_samples(ctx: Ctx, model, tok, prompts: int, n: int) -> list:
     """The start model's verified groups on the first `prompts` train rows, `n` samples each at the configured
-    temperature; kept in samples.jsonl, so a resumed stage samples nothing again."""
+    temperature (episodes with grpo.environment where it names one); kept in samples.jsonl, so a resumed stage
+    samples nothing again."""
     from ..data.archive import read_archive_rounds, write_groups
     from ..data.curate import sample_verified
     from ..rollout import SamplingConfig
@@ -177,11 +184,14 @@ def _own_samples(ctx: Ctx, model, tok, prompts: int, n: int) -> list:
     path = ctx.path("samples.jsonl")
     if os.path.isfile(path):
         return read_archive_rounds(path).get(0, [])
-    groups = sample_verified(model, tok, ctx.task, ctx.task.train[:prompts], n,
-                             SamplingConfig.of(ctx.cfg.generation, seed=ctx.cfg.seed), log=lambda *_: None)
+    with _engine(ctx.cfg, model, tok) as engine:
+        groups = sample_verified(model, tok, ctx.task, ctx.task.train[:prompts], n,
+                                 SamplingConfig.of(ctx.cfg.generation, seed=ctx.cfg.seed), log=lambda *_: None,
+                                 engine=engine)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        write_groups(f, groups, step=0, provenance={"policy": ctx.start})
+        write_groups(f, groups, step=0, sampled={"model": ctx.start, "temperature": ctx.cfg.generation.temperature,
+                                                 "top_p": ctx.cfg.generation.top_p, "seed": ctx.cfg.seed})
     os.replace(tmp, path)
     return groups
 
@@ -201,9 +211,10 @@ def rest(ctx: Ctx) -> Trained:
         rows, seen = [], set()
         for g in groups:
             for s in g.samples:
-                if s.outcome(ctx.task.outcome) and (g.prompt, s.text) not in seen:
-                    seen.add((g.prompt, s.text))
-                    rows.append({"prompt": g.prompt, "completion": s.text})
+                if s.outcome(ctx.task.outcome) and (g.prompt, s.token_ids) not in seen:
+                    seen.add((g.prompt, s.token_ids))  # an episode trains on its ids, the tool's output masked off
+                    rows.append({"prompt": g.prompt, **({"ids": list(s.token_ids), "loss_mask": list(s.loss_mask)}
+                                                        if s.turns else {"completion": s.text})})
         if not rows:
             raise UserError(f"recipe stage rest: none of the {len(groups)} prompts' {r.rest_samples} samples passed "
                             f"{ctx.task.outcome!r}; raise recipe.rest_samples or recipe.rest_prompts, or run an sft "
@@ -235,8 +246,7 @@ def dpo(ctx: Ctx) -> Trained:
                             f"{cfg.dpo.group_size} samples; raise recipe.dpo_prompts or dpo.group_size")
         ctx.log(f"recipe: dpo on {len(pairs)} pairs ({json.dumps(summary)})")
         model = maybe_lora(model, cfg)
-        train_dpo_ours(cfg, model, tok, [{"prompt": p.prompt, "chosen": p.chosen, "rejected": p.rejected}
-                                         for p in pairs], log=ctx.log)
+        train_dpo_ours(cfg, model, tok, [p.as_row() for p in pairs], log=ctx.log)
         save_final(ctx.folder, model, tok, merged=cfg.model.lora.save_merged, cfg=cfg)
     return Trained(ctx.path("final"), model, tok, clock.wall, clock.cpu, {"pairs": len(pairs)})
 
@@ -251,12 +261,29 @@ def _load(ctx: Ctx, final: str):
     return load_policy(ctx.config(model__name_or_path=final), log=ctx.log)
 
 
+@contextlib.contextmanager
+def _engine(cfg: Config, model, tok):
+    """The episode engine of grpo.environment (every sample an episode with the tool the run trains with), closed
+    after; None (single completions) without one."""
+    if not cfg.grpo.environment:
+        yield None
+        return
+    from ..rollout.episodes import EpisodeEngine
+
+    engine = EpisodeEngine.of(cfg.grpo, model, tok)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
 def score(ctx: Ctx, trained: Trained | None) -> dict:
     """The held-out greedy scores of a stage's model (the start model for `trained` None), every sample and verdict
     in FOLDER/eval/archive.jsonl; an evaluation stopped halfway goes on from its last finished batch. Returns
     eval/summary.json's metrics."""
     from ..data.archive import provenance
     from ..eval.sampled import PROGRESS, EvalLog, run_eval
+    from ..models.lora import is_lora
     from ..interrupts import stop_requests
     from ..rollout import SamplingConfig
 
@@ -268,6 +295,8 @@ def score(ctx: Ctx, trained: Trained | None) -> dict:
     final = trained.final if trained is not None else ctx.start
     model, tok = (trained.model, trained.tok) if trained is not None and trained.model is not None else \
         _load(ctx, final)
+    if is_lora(model):  # saved already: decode on the merged weights (no adapter products, the plain model's kernels)
+        model = model.merge_and_unload()
     cfg, size = ctx.cfg, ctx.cfg.recipe.eval_size
     rows = ctx.task.rows("test")[:size] if size else ctx.task.rows("test")
     os.makedirs(out, exist_ok=True)
@@ -281,10 +310,12 @@ def score(ctx: Ctx, trained: Trained | None) -> dict:
     if note:
         ctx.log(note)
     greedy = SamplingConfig.of(cfg.generation, temperature=0.0, seed=cfg.seed)
-    with stop_requests(ctx.log, after="the evaluation's batch in progress (the finished ones are kept)") as stop:
+    spec["environment"] = cfg.grpo.environment
+    with stop_requests(ctx.log, after="the evaluation's batch in progress (the finished ones are kept)") as stop, \
+            _engine(cfg, model, tok) as engine:
         res = run_eval(model, tok, ctx.task, rows, 1, greedy, greedy=True, truncated=cfg.eval.truncated,
                        batch_prompts=cfg.eval.batch_prompts, log=EvalLog(out, spec, provenance(described)),
-                       resume=os.path.isfile(os.path.join(out, PROGRESS)), stop=stop)
+                       resume=os.path.isfile(os.path.join(out, PROGRESS)), stop=stop, engine=engine)
     metrics = {"prompts": len(rows), "model": final, "seconds": round(res.seconds, 1),
                **{k: round(v, 4) for k, v in res.metrics.items()}}
     tmp = summary + ".tmp"

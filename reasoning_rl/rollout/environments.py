@@ -34,6 +34,7 @@ import operator
 import re
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Sequence
 
 from ..registry import Registry
@@ -277,26 +278,41 @@ class PythonTool(Environment):
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-        ast.Mod: operator.mod}
+        ast.Mod: operator.mod, ast.Div: operator.truediv}
 _CALC = re.compile(r"<<([^<>\n]{1,80})>>")
 
 
-def _arith(node: ast.AST) -> int:
-    """An integer expression of + - * // % and parentheses; anything else is refused (no powers: no 9**9**9)."""
-    if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 10 ** 12:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_arith(node.operand)
+def _arith(node: ast.AST) -> Fraction:
+    """An expression of numbers (integers, decimals) and + - * / // % and parentheses, exactly (fractions); anything
+    else is refused (no powers: no 9**9**9; no names, no calls)."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float) and abs(node.value) < 10 ** 12:
+        return Fraction(str(node.value)) if type(node.value) is float else Fraction(node.value)  # 0.1 as written
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return -_arith(node.operand) if isinstance(node.op, ast.USub) else _arith(node.operand)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](_arith(node.left), _arith(node.right))
-    raise ValueError("only integers and + - * // % ( )")
+        value = _OPS[type(node.op)](_arith(node.left), _arith(node.right))
+        if abs(value) >= 10 ** 15:
+            raise ValueError("a result past 10**15")
+        return Fraction(value)
+    raise ValueError("only numbers and + - * / // % ( )")
+
+
+def calculate(expression: str) -> str:
+    """What the calculator answers for `expression`: the exact value, an integer where it is whole, else a decimal of
+    at most 6 places (trailing zeros dropped). ValueError, SyntaxError or ZeroDivisionError where it refuses."""
+    value = _arith(ast.parse(expression.strip().replace(",", ""), mode="eval").body)
+    if value.denominator == 1:
+        return str(value.numerator)
+    text = f"{float(round(value, 6)):.6f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 @ENVIRONMENTS.register("calculator")
 class Calculator(Environment):
-    """An integer calculator the model calls by writing `<<expression>>`; it answers `=value` on the next line
-    (or `error: ...`, a failed call). In-process and pure: no sandbox is needed to evaluate + - * // % on integers.
-    Small enough for the embedded tiny model's characters, which is what it is for (bench/tool_demo.py)."""
+    """A calculator the model calls by writing `<<expression>>`; it answers `=value` and a new line (or `=error: ...`,
+    a failed call). Numbers, + - * / // % and parentheses, computed exactly (`calculate`). In-process and pure: no
+    sandbox is needed. Small enough for the embedded tiny model's characters (bench/tool_demo.py), and the form of
+    GSM8K's own calculator annotations (`<<48/2=24>>`), which the recipe's gold traces turn into calls."""
     name = "calculator"
 
     def call_end(self, text: str) -> int | None:
@@ -311,8 +327,7 @@ class Calculator(Environment):
                 out.append(Step(done=True, reason="answer"))
                 continue
             try:
-                value = _arith(ast.parse(m.group(1).strip(), mode="eval").body)
-                out.append(Step(observation=f"={value}\n", tool_call=True, call=m.group(1)))
+                out.append(Step(observation=f"={calculate(m.group(1))}\n", tool_call=True, call=m.group(1)))
             except (ValueError, SyntaxError, ZeroDivisionError, RecursionError) as e:
                 out.append(Step(observation=f"=error: {type(e).__name__}: {e}\n", tool_call=True,
                                 program_error=True, call=m.group(1)))

@@ -86,6 +86,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("rollout/staleness_max", "updates", BOTH, "the stalest sample of the round"),
     Metric("rollout/mismatch_kl", "nats/token", BOTH, "k3 estimate of KL(pi_engine || pi_old) over the sampled tokens: "
            "how far the engine's log-probs are from the trainer's (rollout_correction not none)"),
+    Metric("rollout/ratio_outside", "fraction", BOTH, "share of the sampled tokens whose ratio pi_trainer / pi_engine "
+           "lies outside [mismatch_low, mismatch_high] (0.9, 1.1): how many tokens a correction touches, which the "
+           "mean KL hides; an alert when it jumps (monitor.mismatch_jump_max)"),
+    Metric("rollout/ratio_tokens", "tokens", BOTH, "the sampled tokens the engine and the trainer were compared on"),
     Metric("rollout/is_truncated", "fraction", BOTH, "tokens (token_tis) or sequences (seq_tis) whose importance "
            "weight was cut to is_max"),
     Metric("rollout/is_masked", "fraction", BOTH, "tokens or sequences the mask modes (token_mis, seq_mis, icepop, "
@@ -103,6 +107,8 @@ METRICS: tuple[Metric, ...] = (
            "verifier's extraction path: boxed, last number, ...)"),
     Metric("monitor/masked/<status>", "fraction", BOTH, "share of this round's samples whose outcome was masked "
            "with that status"),
+    Metric("monitor/ratio_outside_jump", "fraction", BOTH, "rollout/ratio_outside this round minus its pooled share "
+           "over the window before (an engine that is not the trainer)"),
     Metric("monitor/length_drift", "fraction", BOTH, "relative change of the mean completion length over "
            "monitor.window rounds"),
     Metric("monitor/term_drift/<verifier>", "score", BOTH, "change of a non-outcome reward term's mean score over "

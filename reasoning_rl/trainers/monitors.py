@@ -17,6 +17,9 @@ Each monitor is a metric per round and an alert when it crosses its threshold (t
                        extraction path, "boxed", "last number", ...; for other verifiers the detail's parenthesised
                        kind or first word), and monitor/masked/<status>: the masked share per status, each against
                        its own mean over the `window` rounds before
+    engine mismatch    rollout/ratio_outside (an engine that is not the trainer): the share of sampled tokens whose
+                       ratio pi_trainer / pi_engine leaves [mismatch_low, mismatch_high], against its pooled share over
+                       the window before (monitor/ratio_outside_jump); an alert when it rises by mismatch_jump_max
     shape drift        monitor/length_drift: the relative change of the mean completion length over the window, and
                        monitor/term_drift/<term> for the other reward terms, alerting when they move while the
                        outcome's pass rate does not, and the shift of the mean is unlikely by chance (Welch's z on the
@@ -155,7 +158,11 @@ class Monitors:
                "term_stats": {t.verifier: _stats([s.verdicts[t.verifier].score for _, s in samples
                                                   if t.verifier in s.verdicts and not s.verdicts[t.verifier].masked])
                               for t in self.reward.terms if t.verifier != outcome}}
+        if "rollout/ratio_tokens" in m:  # an engine that is not the trainer: its disagreement with the trainer
+            n = int(m["rollout/ratio_tokens"])
+            now["mismatch"] = (round(m["rollout/ratio_outside"] * n), n)
         out.update(self._shares(now))
+        out.update(self._mismatch(now))
         out.update(self._drift(now))
         self.rounds.append(now)
         self.since_eval.append(m.get("reward/mean", 0.0))
@@ -208,6 +215,19 @@ class Monitors:
                             and _unlikely(k, now["n"], k0, n0, self.cfg.p_value_max),
                             f"monitor/masked/{status}: {k} of {now['n']} samples ({share:.2f}), {past:.2f} before")
         return out
+
+    def _mismatch(self, now: dict) -> dict[str, float]:
+        """An alert when this round's share of tokens outside the ratio band jumps above the window's pooled share."""
+        before = [r["mismatch"] for r in list(self.rounds)[-self.cfg.window:] if "mismatch" in r]
+        if "mismatch" not in now or len(before) < self.cfg.window:
+            return {}
+        (k, n), k0, n0 = now["mismatch"], sum(c[0] for c in before), sum(c[1] for c in before)
+        share, past = k / max(1, n), k0 / max(1, n0)
+        self._check("ratio_outside", share - past > self.cfg.mismatch_jump_max
+                    and _unlikely(k, n, k0, n0, self.cfg.p_value_max),
+                    f"rollout/ratio_outside: {k} of {n} sampled tokens ({share:.3f}) outside the ratio band, {k0} of "
+                    f"{n0} ({past:.3f}) over the {len(before)} rounds before (threshold +{self.cfg.mismatch_jump_max})")
+        return {"monitor/ratio_outside_jump": share - past}
 
     def _drift(self, now: dict) -> dict[str, float]:
         if len(self.rounds) < self.cfg.window:

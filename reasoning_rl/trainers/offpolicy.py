@@ -6,8 +6,9 @@ With a correction mode other than `none` (docs/algorithms.md §rollout-correctio
 (the engine's log-probs) is replaced by the trainer model's own, computed with no gradient before the
 update, and the weights r = pi_old / pi_engine are turned into the mode's importance weights. Both sides
 are the full softmax of logits / T (the engine contract in rollout/base.py: log-probs before top-p/top-k
-truncation), so a truncating sampler's bias is not part of what is corrected. Metrics: rollout/mismatch_kl
-and the mode's share of truncated or masked tokens (sequences) and its weights' mean, min, max.
+truncation), so a truncating sampler's bias is not part of what is corrected. Metrics: rollout/mismatch_kl, the
+share of token ratios outside [rl.mismatch_low, rl.mismatch_high] (rollout/ratio_outside), and the mode's share of
+truncated or masked tokens (sequences) and its weights' mean, min, max.
 Not here: the losses (algos/losses.py), the weight formulas (algos/correction.py).
 """
 from __future__ import annotations
@@ -49,7 +50,8 @@ def correct_batch(learner, tokens: TokenBatch) -> tuple[TokenBatch, torch.Tensor
     model.eval()
     logp_old = trainer_logprobs(model, tokens, learner.temperature, rl.bf16)
     model.train(was_training)
-    w, metrics = correct(rl.correction, logp_old, tokens.logp_old, tokens.loss_mask, rl.is_min, rl.is_max)
+    w, metrics = correct(rl.correction, logp_old, tokens.logp_old, tokens.loss_mask, rl.is_min, rl.is_max,
+                         (rl.mismatch_low, rl.mismatch_high))
     if rl.correction == "none":  # another engine, uncorrected: the mismatch is measured, the batch trains as sampled
         return tokens, None, metrics
     return dataclasses.replace(tokens, logp_old=logp_old), w, metrics
