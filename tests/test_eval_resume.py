@@ -79,7 +79,8 @@ def test_sigterm_stops_after_the_batch_in_progress_and_resume_ends_the_same(tmp_
     _stop_in_batch(monkeypatch, 2, lambda: signal.raise_signal(signal.SIGTERM))
     assert _eval(out) == 130
     text = capsys.readouterr().err
-    assert "SIGTERM: stopping after the batch in progress, kept (again to stop at once)" in text
+    assert "SIGTERM: stopping after the batch in progress (the finished ones are kept); a second signal stops at " \
+           "once" in text
     err = text.strip().splitlines()
     assert err[-1].startswith("reasoning-rl eval: stopped by SIGTERM after 8 of 12 prompts (accuracy ")
     assert err[-1].endswith(f"so far); samples and verdicts in {out}/archive.jsonl; continue with the same command "
@@ -87,6 +88,8 @@ def test_sigterm_stops_after_the_batch_in_progress_and_resume_ends_the_same(tmp_
     assert len((out / "archive.jsonl").read_text().splitlines()) == 2 * 4 * 3  # batches 1 and 2
     monkeypatch.undo()
     assert _eval(out, "--resume") == 0
+    assert "eval --resume: 8 of 12 prompts kept from the stopped evaluation (its 2 finished batches); going on from " \
+           "prompt 9" in capsys.readouterr().err
     assert _result(out) == whole
 
 

@@ -398,3 +398,11 @@ def test_tool_shares_count_clean_calls_and_answers_equal_to_the_tools_output(tmp
     got = tool_shares(task, rows, eps, [text for _, text in cases])
     assert got == {"tool_ok": 2 / 4, "answer_is_tool_output": 1 / 2}
     assert tool_shares(task, rows[-1:], eps[-1:], ["The answer is 3."]) == {}
+
+
+def test_a_line_with_a_control_character_is_named_with_its_column(tmp_path):
+    """json's own message stops at 'Invalid control character at': the line and the column say where."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "a", "answer": "1"}\n{"prompt": "tab\there", "answer": "2"}\n')
+    with pytest.raises(UserError, match=r"d\.jsonl:2: not valid JSON \(Invalid control character at column 16\)"):
+        task_of(source=str(path))

@@ -123,6 +123,6 @@ def test_sft_trains_a_hf_model_on_the_tasks_target_column(tmp_path, gsm):
     r = _cli("sft", "--dataset", str(data), "--preset", "gsm8k", "--set", f"model.name_or_path={model}",
              "--set", "sft.steps=40", "--set", "sft.batch_size=8", "--set", "sft.log_every=10", "--set", "sft.lr=3e-3",
              "--output", str(out), *SMALL)
-    losses = [float(x.split("loss ")[1].split()[0]) for x in r.stdout.splitlines() if x.startswith("sft step")]
+    losses = [float(x.split("loss ")[1].split()[0]) for x in r.stderr.splitlines() if x.startswith("sft step")]
     assert len(losses) == 5 and losses[-1] < 0.8 * losses[0]  # it learns the gsm8k solutions' shape
     assert (out / "config.json").is_file() and "held-out accuracy" in r.stdout and "math" in r.stdout
