@@ -116,8 +116,11 @@ def run_trl(ckpt: str, rows: list[dict], a, out: str) -> tuple[list[float], list
     trainer = GRPOTrainer(model=ckpt, reward_funcs=math_reward_for(tok), args=args, train_dataset=ds,
                           processing_class=tok, callbacks=[clock])
     trainer.train()
-    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    return times, rewards
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    rows = a.prompts * a.group
+    a.trl_work = {"rows": [rows] * len(logged),  # TRL's update runs every row of the batch
+                  "tokens": [h.get("completions/mean_length", float("nan")) * rows for h in logged]}
+    return times, [h["reward"] for h in logged]
 
 
 def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
@@ -142,7 +145,28 @@ def run_ours(ckpt: str, a, out: str) -> tuple[list[float], list[float]]:
     steady = history[1:] or history
     a.ours_split = {k: statistics.median(h.get(k, 0.0) for h in steady)
                     for k in ("time/rollout", "time/update", "train/zero_advantage_rows")}
+    rows = a.prompts * a.group
+    a.ours_work = {"rows": [round(h.get("train/samples", 0) * (1 - h.get("train/zero_advantage_rows", 0.0)))
+                            for h in history],  # the rows our update ran forward and backward
+                   "tokens": [h["completions/mean_length"] * rows for h in history]}
     return times, [h["reward/mean"] for h in history]
+
+
+def equal_work(ours: dict, trl: dict, tolerance: float = 0.15) -> tuple[bool, str]:
+    """Whether both sides did the same work over the steady steps: the same rows through the update every step, and
+    generated tokens within `tolerance` of each other (sampling makes lengths differ); and one line saying so."""
+    rows_o, rows_t = sum(ours["rows"][1:]), sum(trl["rows"][1:])
+    tok_o, tok_t = sum(ours["tokens"][1:]), sum(trl["tokens"][1:])
+    same_rows = rows_o == rows_t
+    close = tok_t > 0 and abs(tok_o - tok_t) <= tolerance * tok_t
+    line = (f"work over steps 2..: rows through the update ours {rows_o}, TRL {rows_t}; tokens generated ours "
+            f"{tok_o:.0f}, TRL {tok_t:.0f}")
+    if same_rows and close:
+        return True, line + ": equal work"
+    why = [] if same_rows else [f"our update ran {rows_o} of TRL's {rows_t} rows (rows of zero advantage left out; "
+                                "--keep-zero-rows runs them)"]
+    why += [] if close else [f"generated tokens differ by more than {tolerance:.0%}"]
+    return False, line + ": NOT equal work (" + "; ".join(why) + ")"
 
 
 def rss_mib() -> float:
@@ -255,8 +279,11 @@ def main() -> None:
     print(f"first step (warm-up: the first generation, the first backward): ours {t_ours[0]:.2f} s, TRL "
           f"{t_trl[0]:.2f} s; our set-up outside the steps (model load, cpu decode kernels measured, the step-0 "
           f"evaluation, the final save): {getattr(a, 'ours_setup', float('nan')):.2f} s")
-    print(f"median s/step over the steady state (steps 2..{a.steps}): ours {med_ours:.2f}, TRL {med_trl:.2f}: ours "
-          f"is {med_trl / med_ours:.2f}x faster (goal >= 2x)")
+    equal, line = equal_work(a.ours_work, a.trl_work)
+    print(line)
+    print(f"median s/step over the steady state (steps 2..{a.steps}): ours {med_ours:.2f}, TRL {med_trl:.2f}: "
+          + (f"ours is {med_trl / med_ours:.2f}x faster at equal work (goal >= 3x)" if equal else
+             f"time ratio {med_trl / med_ours:.2f}, not a speed-up: the two did not do the same work"))
     split = a.ours_split
     print(f"our steady step: generation {split['time/rollout']:.2f} s, update {split['time/update']:.2f} s; rows of "
           f"zero advantage left out of the update: {split['train/zero_advantage_rows']:.0%} (median; "

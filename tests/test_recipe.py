@@ -15,7 +15,7 @@ from reasoning_rl.cli import main
 
 from .conftest import ROOT, run_env
 
-TINY = ["--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set", "generation.max_tokens=8",
+TINY = ["--set", "model.sft_warm_start=false", "--set", "model.tiny.num_layers=1", "--set", "generation.max_tokens=48",
         "--set", "tasks.heldout_percent=25", "--set", "recipe.eval_size=4", "--set", "sft.steps=2",
         "--set", "grpo.steps=2", "--set", "grpo.prompts_per_step=2", "--set", "grpo.group_size=2",
         "--set", "recipe.difficulty_rows=8", "--set", "tasks.instruction="]
@@ -149,7 +149,8 @@ def test_the_recipe_end_to_end_interrupted_after_its_first_stage_and_resumed(dat
     metrics = [json.loads(x) for x in (out / "2-grpo" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]  # the stopped rounds kept, the rest run once
     fmt = json.loads((out / "final" / "prompt_format.json").read_text())
-    assert fmt["generation.max_tokens"] == 8 and (out / "final" / "config.json").is_file()
+    assert fmt["generation.max_tokens"] == 48 and fmt["grpo.environment"] == "calculator"
+    assert (out / "final" / "config.json").is_file()
     table = (out / "summary.md").read_text()
     assert all(f"| {s} |" in table for s in ("0-base", "1-sft", "2-grpo")) and "wall time" in table
     assert "wall time of the stages" in r.stderr

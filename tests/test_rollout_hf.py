@@ -110,6 +110,27 @@ def test_decode_loop_matches_generate_and_truncates(tiny):
         assert torch.allclose(logp2, logp, atol=1e-5)  # log softmax(logits / 1.0) before truncation
 
 
+def test_a_stop_string_ends_a_row_at_the_token_that_completes_it(tiny):
+    """decode.sample_kept with stop_texts: each row's greedy tokens are the same as without them up to the first
+    token whose text completes a stop string, and end there (that token kept); rows that never write one run on."""
+    from reasoning_rl.rollout import decode
+
+    model, tok = tiny
+    tok.padding_side = "left"
+    enc = tok(["12+30=", "7*8=", "100-1=", "5="], return_tensors="pt", padding=True)
+    full, _, flen, _ = decode.sample_kept(model, enc["input_ids"], enc["attention_mask"], 24, tok.eos_token_id, 0.0)
+    texts = [tok.decode(full[b, :int(flen[b])].tolist(), skip_special_tokens=False) for b in range(4)]
+    stop = next(ch for ch in "0123456789+-=*" if any(ch in t for t in texts))  # a character some row writes
+    ids, _, lengths, _ = decode.sample_kept(model, enc["input_ids"], enc["attention_mask"], 24, tok.eos_token_id, 0.0,
+                                            stop_texts=(stop,), tokenizer=tok)
+    for b in range(4):
+        n = int(lengths[b])
+        assert ids[b, :n].tolist() == full[b, :n].tolist()
+        cut = next((k + 1 for k in range(int(flen[b]))
+                    if stop in tok.decode(full[b, :k + 1].tolist(), skip_special_tokens=False)), int(flen[b]))
+        assert n == cut, (b, texts[b], stop)
+
+
 def test_shared_prefill_samples_what_repeated_prompts_sample(tiny):
     """repeats=n runs each prompt once and copies its cache n ways: under one seed it draws the very tokens that n
     copies of the prompt draw, with the same log-probs up to float noise of the prefill's batch shape."""

@@ -4,7 +4,8 @@ run folder of its own, scored on the held-out split after it, resumable stage by
 RECIPE_DEFAULTS are its sizes for a 2-core CPU on short word problems (about 30 minutes with the real model; the
 measurement is in docs/results.md): applied over the defaults and a --config file, under --set. `--budget long`
 multiplies every stage's steps by 4. Where the command does not set generation.max_tokens, the completions may run
-to 1.5 times the 95th percentile of the gold solutions' lengths (at least 128 tokens), said in one line.
+to 1.5 times the 95th percentile of the gold solutions' lengths (at least 128 tokens), said in one line; an episode
+with the calculator, its turns and the calculator's answers together, to the same (max_episode_tokens).
 """
 from __future__ import annotations
 
@@ -91,6 +92,11 @@ def cmd_recipe(args) -> int:
     if "generation.max_tokens" not in given:
         cfg = dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation,
                                                                       max_tokens=sized_max_tokens(cfg, log)))
+    # an episode, every turn and the calculator's answers together, within the completion's length (a model that
+    # wanders, the start model most, costs no more than a plain completion would)
+    cfg = dataclasses.replace(cfg, **{s: dataclasses.replace(getattr(cfg, s),
+                                                             max_episode_tokens=cfg.generation.max_tokens)
+                                      for s in ("grpo", "ppo", "distill") if f"{s}.max_episode_tokens" not in given})
     set_threads(cfg)
     t0 = time.time()
     run_recipe(cfg, cfg.output_dir, resume=args.resume, log=log)

@@ -33,7 +33,8 @@ each row's cache at the row's end (its keys and values over the tokens fed: the 
 the last) and hands back, next turn, the part still valid as a left-padded batch with its mask, so only the new
 tokens (the last sampled one, the observation) are run through the model.
 
-Not here: stop strings (the engine falls back to `generate` for those), beam search,
+Stop strings (`stop_texts`): a row ends at the token whose decoding completes one, checked on its last few tokens each
+step. Not here: beam search,
 speculative decoding, a shared prefix's keys read once per step for all the rows that share it (each row holds
 its copy).
 """
@@ -142,6 +143,16 @@ def _run_shared_prefix(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     return input_ids[:, T - S:], torch.cat([mine.new_ones(P, c), mine], dim=1)
 
 
+def _completes(tokenizer, tails: torch.Tensor, stop_texts) -> torch.Tensor:
+    """(b,) whether each row's last token completes one of `stop_texts`: the string is in the row's last tokens'
+    text and was not in it before that token. tails (b, w): each row's last w sampled ids."""
+    now = tokenizer.batch_decode(tails.tolist(), skip_special_tokens=False)
+    before = tokenizer.batch_decode(tails[:, :-1].tolist(), skip_special_tokens=False) if tails.shape[1] > 1 else \
+        [""] * len(now)
+    return torch.tensor([any(s in a and s not in b for s in stop_texts) for a, b in zip(now, before)],
+                        device=tails.device)
+
+
 def _next_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, draw
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """logits (b, V) -> the next token of each row (b,) and log softmax(logits / T) (b, V), the log-probs recorded
@@ -168,12 +179,14 @@ def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tok
 @torch.no_grad()
 def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, past=None,
-                keep: bool = False, draw=None, share: bool = False):
+                keep: bool = False, draw=None, share: bool = False, stop_texts=(), tokenizer=None):
     """`sample`, continuing `past` (a `continue_cache` result: the input follows it) when given, and with `keep`
     each row's cache at its end (`RowCache`: the input's real positions and every sampled token but the last);
     -> ids, logp, lengths, caches (None without keep). `draw`: probs (b, V) -> (b,) token ids, in place of
     `torch.multinomial` (cpu_kernels.draw). `share`: a prefix all the prompts begin with runs once (the module's
-    docstring; not with `past`, and only where every layer's cache is plain full attention)."""
+    docstring; not with `past`, and only where every layer's cache is plain full attention). `stop_texts` (with the
+    `tokenizer`): a row also ends at the token that completes one of these strings in its sampled text (kept, as
+    EOS is; a multi-turn episode's tool call closing)."""
     from transformers import DynamicCache
 
     B, dev = input_ids.shape[0] * repeats, input_ids.device
@@ -203,11 +216,14 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     if repeats > 1:  # every prompt's cache, mask and position, copied for each of its samples: (P, .) -> (B, .)
         cache.batch_repeat_interleave(repeats)
         logits, mask, pos = (x.repeat_interleave(repeats, dim=0) for x in (logits, mask, pos))
+    window = max((len(s) for s in stop_texts), default=0) + 1  # tokens enough to hold a stop string (>= 1 char each)
     for t in range(max_tokens):
         nxt, lp = _next_token(logits.float(), temperature, top_p, top_k, draw)  # (b,), (b, V)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
         done = torch.isin(nxt, eos)
+        if stop_texts:
+            done |= _completes(tokenizer, ids[alive, max(0, t + 1 - window):t + 1], stop_texts)
         lengths[alive[done]] = t + 1
         if t == max_tokens - 1:
             break

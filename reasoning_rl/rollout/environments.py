@@ -68,6 +68,9 @@ class Environment:
     template (apply_chat_template's `tools=`); empty = none shown."""
     name = ""
     TOOLS: list = []
+    # text whose appearance closes a call, so sampling stops there instead of running to the turn's end (the runner
+    # still cuts at `call_end`); empty: the segment runs to the end of turn or the token limit
+    CALL_STOPS: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, rl) -> "Environment":
@@ -314,6 +317,7 @@ class Calculator(Environment):
     sandbox is needed. Small enough for the embedded tiny model's characters (bench/tool_demo.py), and the form of
     GSM8K's own calculator annotations (`<<48/2=24>>`), which the recipe's gold traces turn into calls."""
     name = "calculator"
+    CALL_STOPS = (">>",)
 
     def call_end(self, text: str) -> int | None:
         m = _CALC.search(text)

@@ -234,7 +234,10 @@ class _Turns:
         seed = self.sampling.seed
         seeds = None if seed is None else [seed + turn * self.n + self.order[id(e)] for e in live]
         t0 = time.time()
-        segs = self.engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, self.stops, self.sampling,
+        sampling = self.sampling
+        if self.env.CALL_STOPS and not self.chat:  # stop a segment once its call closes (engines that honour stop)
+            sampling = dataclasses.replace(sampling, stop=tuple(sampling.stop) + tuple(self.env.CALL_STOPS))
+        segs = self.engine.continue_ids([e.prompt_ids + e.ids for e in live], max_new, self.stops, sampling,
                                         seeds, keys=[self.key(e) for e in live])
         gen_s = time.time() - t0
         asking = [(e, text) for e, seg, room in zip(live, segs, budget)

@@ -77,7 +77,9 @@ class HFEngine:
         (a group's episodes at their first turn) are run through the model once per run and their cache copied, as
         `generate` does with a group's prompt (sampling.share_prefill).
 
-        `keys` name the sequences across calls (an episode each, turn after turn): each one's KV cache is kept at
+        `sampling.stop`: a segment also ends at the token that completes one of these strings (kept: an episode's
+        tool call closing, which the caller cuts at). `keys` name the sequences across calls (an episode each, turn
+        after turn): each one's KV cache is kept at
         its end, and the next call with its key runs only what is new after the part of the cache still valid (the
         longest common prefix of the ids cached and the ids given), sampling.reuse_turn_cache; `forget(keys)` frees
         them. Every row runs the same number of new tokens (the most any row needs), so a row with a shorter
@@ -98,7 +100,8 @@ class HFEngine:
         with cpu_kernels.decoding(sampling.cpu_decode, model, len(seqs)) as draw:
             out, logp, lengths, caches = decode.sample_kept(
                 model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
-                top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw, share=sampling.share_prefill)
+                top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw, share=sampling.share_prefill,
+                stop_texts=sampling.stop, tokenizer=self.tokenizer)
         result = [(ids[:n], lp[:n]) for ids, lp, n in zip(out.tolist(), logp.tolist(), lengths.tolist())]
         if reuse:  # each row's cache covers its ids and every sampled token but the last
             for k, s, (ids, _), c in zip(keys, seqs, result, caches):
