@@ -171,6 +171,10 @@ class Sample:
     verdicts:  verifier name -> Verdict, filled in after verification.
     weight_version: how many updates the sampling weights had had (None: not recorded). A sample trained on at
                step t is t - 1 - weight_version updates stale.
+    floors:    where top-p / top-k cut the distribution the token was drawn from: a value of logits / T halfway
+               between the smallest kept and the largest cut, one float a token (4 bytes), so the trainer rebuilds the
+               set from its own logits and renormalises over it as the engine did (logprobs are then the kept set's);
+               empty: nothing was cut.
     For a multi-turn episode (rollout/episodes.py) token_ids are everything after the prompt (model segments and
     observations, as sampled and as tokenized once), logprobs 0.0 on observation tokens, loss_mask marks the
     model's tokens, and text is what the model wrote (all the verifier reads).
@@ -185,11 +189,15 @@ class Sample:
     loss_mask: tuple[int, ...] = ()
     turns: tuple[Turn, ...] = ()  # multi-turn: each model segment and the environment's answer
     error: str = ""  # the environment failed during this episode: masked ERROR whatever the verifiers say
+    floors: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "token_ids", tuple(self.token_ids))
         object.__setattr__(self, "logprobs", tuple(self.logprobs))
         object.__setattr__(self, "loss_mask", tuple(self.loss_mask) or (1,) * len(self.token_ids))
+        object.__setattr__(self, "floors", tuple(self.floors))
+        if self.floors and len(self.floors) != len(self.token_ids):
+            raise ValueError(f"Sample.floors has {len(self.floors)} entries for {len(self.token_ids)} tokens")
         object.__setattr__(self, "turns", tuple(t if isinstance(t, Turn) else Turn.from_dict(t) for t in self.turns))
         if self.logprobs and len(self.logprobs) != len(self.token_ids):
             raise ValueError(f"Sample.logprobs has {len(self.logprobs)} entries for {len(self.token_ids)} tokens")

@@ -104,7 +104,8 @@ def test_the_two_level_search_draws_what_one_running_sum_draws(V, block, zeros, 
 def test_the_decode_loop_hands_the_draw_the_sampling_distribution(llama, temperature, top_p, top_k):
     """decode.sample_kept gives `draw` weights in proportion to softmax(logits / T) (without truncation: exp of the
     log-probs it records, no second softmax), the truncated softmax with top-p or top-k; the recorded log-prob is
-    log softmax(logits / T) of the token drawn."""
+    that of the token drawn under the distribution handed to the draw (over the kept set where one was cut), and
+    the floor returned lies halfway between the smallest kept logit / T and the largest cut."""
     from reasoning_rl.rollout import decode
 
     model, tok = llama
@@ -115,15 +116,21 @@ def test_the_decode_loop_hands_the_draw_the_sampling_distribution(llama, tempera
         seen.append(weights.clone())
         return weights.argmax(-1)
 
-    ids, logp, _, _ = decode.sample_kept(model, enc.input_ids, enc.attention_mask, 2, -1, temperature, top_p, top_k,
-                                         draw=greedy)
+    ids, logp, _, _, floors = decode.sample_kept(model, enc.input_ids, enc.attention_mask, 2, -1, temperature, top_p,
+                                                 top_k, draw=greedy)
     with torch.no_grad():
         logits = model(torch.cat([enc.input_ids, ids[:, :1]], 1)).logits[0, -2:] / temperature  # (2, V): both steps
-    want = torch.softmax(decode._truncate(logits, top_p, top_k), -1)
+    kept = decode.truncate(logits, top_p, top_k)
+    want = torch.softmax(kept, -1)
     got = torch.cat(seen)  # (2, V)
     assert torch.allclose(got / got.sum(-1, keepdim=True), want, atol=1e-6), (got - want).abs().max()
     assert ((got == 0) == (want == 0)).all()  # truncated tokens get no weight at all
-    assert torch.allclose(logp[0], torch.log_softmax(logits, -1).gather(-1, ids[0, :, None]).squeeze(-1), atol=1e-5)
+    assert torch.allclose(logp[0], torch.log_softmax(kept, -1).gather(-1, ids[0, :, None]).squeeze(-1), atol=1e-5)
+    if top_p < 1 or top_k:
+        low, high = logits.masked_fill(want == 0, float("inf")).amin(-1), logits.masked_fill(want > 0, -1e9).amax(-1)
+        assert torch.allclose(floors[0], (low + high) / 2, atol=1e-5)  # halfway between the kept and the cut
+    else:
+        assert floors is None
 
 
 def test_packed_layers_match_eager_and_are_undone(llama, monkeypatch):

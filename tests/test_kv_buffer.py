@@ -104,8 +104,8 @@ def test_a_continued_turn_on_a_buffered_cache_is_the_plain_turn(llama):
     out = []
     for buffered in (False, True):
         with kv_buffer.buffering() if buffered else torch.no_grad():
-            ids, _, lengths, kept = decode.sample_kept(model, enc["input_ids"], enc["attention_mask"], 4, -1, 0.0,
-                                                       keep=True)
+            ids, _, lengths, kept, _ = decode.sample_kept(model, enc["input_ids"], enc["attention_mask"], 4, -1,
+                                                          0.0, keep=True)
             keep = [int(enc["attention_mask"][i].sum()) + 3 for i in range(2)]
             past = decode.continue_cache(model, kept, keep)
             nxt = ids[:, 3:4]

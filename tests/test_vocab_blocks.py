@@ -95,3 +95,69 @@ def test_bad_shapes_and_beta_are_refused_in_one_line():
         generalized_jsd_from_logits(z, z, 1.5)
     with pytest.raises(ValueError, match=r"student logits \(2, 3, 5\) and teacher logits \(2, 3, 6\)"):
         generalized_jsd_from_logits(z, torch.zeros(2, 3, 6), 0.5)
+
+
+def _reference_kept(z, y, tau, floor):
+    """log p_K(y) over K = {v : z_v / tau >= min(floor, z_y / tau)}, with torch's operators in float64 (membership
+    decided in float32, as the floor was written: a float64 z / tau may fall a rounding under its own float32)."""
+    z32 = z.detach().float() / tau
+    out = z32 < torch.minimum(floor, z32.gather(-1, y.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)
+    zt = z.double() / tau
+    return torch.log_softmax(zt.masked_fill(out, float("-inf")), -1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
+
+
+@pytest.mark.parametrize("B,T,V,budget", SHAPES)
+@pytest.mark.parametrize("tau", [1.0, 0.7])
+def test_kept_set_logprobs_equal_the_truncated_softmax_and_its_gradient(monkeypatch, B, T, V, budget, tau):
+    """Each token's log-prob over its kept set (the floor a random kept logit, some floors above the token drawn: a
+    recomputed logit a hair under the engine's floor still counts the token in) equals log_softmax of the masked
+    logits in float64, values and gradients; the entropy is the whole distribution's, as without a floor."""
+    monkeypatch.setattr(vocab_blocks, "BLOCK", budget)
+    gen = torch.Generator().manual_seed(B * 7 + V)
+    z = (3 * torch.randn(B, T, V, generator=gen)).requires_grad_()
+    y = torch.randint(0, V, (B, T), generator=gen)
+    floor = (z.detach() / tau).gather(-1, torch.randint(0, V, (B, T, 1), generator=gen)).squeeze(-1)
+    floor[0, 0] = float("-inf")  # a token whose distribution nothing cut
+    g_lp, g_h = torch.randn(B, T, generator=gen), torch.randn(B, T, generator=gen)
+    logp, H = sampled_logprobs(z, y, tau, with_entropy=True, floor=floor)
+    (grad,) = torch.autograd.grad((logp * g_lp).sum() + (H * g_h).sum(), z)
+    z64 = z.detach().double().requires_grad_()
+    ref_lp, ref_h = _reference_kept(z64, y, tau, floor), _reference_logprobs(z64, y, tau)[1]
+    (ref_grad,) = torch.autograd.grad((ref_lp * g_lp.double()).sum() + (ref_h * g_h.double()).sum(), z64)
+    torch.testing.assert_close(logp.double(), ref_lp, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(H.double(), ref_h, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grad.double(), ref_grad, atol=1e-5, rtol=1e-4)
+    full = sampled_logprobs(z, y, tau)[0]
+    assert bool((logp >= full - 1e-6).all())  # renormalised over fewer tokens: never below the whole softmax's
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 40), st.floats(0.3, 2.0), st.integers(0, 2**31 - 1))
+def test_kept_set_properties(V, tau, seed):
+    """docs/algorithms.md §kept-set: log p_K(y) = log p(y) - log p(K) (the kept mass), so it is never below the
+    whole softmax's, equals it when the floor keeps every token, and the kept set's probabilities sum to 1."""
+    gen = torch.Generator().manual_seed(seed)
+    z = 2 * torch.randn(1, V, V, generator=gen)  # V positions, each a distribution over V
+    y = torch.arange(V).unsqueeze(0)  # every token drawn once
+    floor = (z / tau).gather(-1, torch.randint(0, V, (1, V, 1), generator=gen)).squeeze(-1)
+    kept, _ = sampled_logprobs(z, y, tau, floor=floor)
+    full, _ = sampled_logprobs(z, y, tau)
+    zt = z / tau
+    in_k = zt >= torch.minimum(floor, zt.gather(-1, y.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)
+    mass = (torch.softmax(zt.double(), -1) * in_k).sum(-1)  # p(K) of each position's kept set
+    torch.testing.assert_close(kept.double(), (full.double() - mass.log()), atol=1e-5, rtol=1e-5)
+    everything = sampled_logprobs(z, y, tau, floor=zt.amin(-1))[0]
+    torch.testing.assert_close(everything, full, atol=1e-6, rtol=1e-6)
+    for pos in range(min(V, 4)):  # the kept set's probabilities, each token of it drawn in turn, sum to 1
+        members = (zt[0, pos] >= floor[0, pos]).nonzero().squeeze(-1)  # the set the engine drew from
+        zz = z[:, pos:pos + 1].expand(1, len(members), V)
+        lp = sampled_logprobs(zz, members.unsqueeze(0), tau, floor=floor[:, pos:pos + 1].expand(1, len(members)))[0]
+        assert abs(float(lp.exp().sum()) - 1.0) < 1e-5
+
+
+def test_an_all_minus_infinity_floor_is_the_whole_softmax_bit_for_bit():
+    gen = torch.Generator().manual_seed(3)
+    z, y = torch.randn(2, 5, 17, generator=gen), torch.randint(0, 17, (2, 5), generator=gen)
+    a = sampled_logprobs(z, y, 0.7, with_entropy=True)
+    b = sampled_logprobs(z, y, 0.7, with_entropy=True, floor=torch.full((2, 5), float("-inf")))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])

@@ -5,6 +5,9 @@ to one number a token:
 
     sampled_logprobs(z, y, tau)         log p(y_t) = z_y / tau - logsumexp(z / tau)         (B, T)
                                         and, if asked, the entropy H_t = logsumexp - sum_v p_v z_v / tau
+    sampled_logprobs(z, y, tau, floor)  the same over each token's kept set K_t = {v : z_v / tau >= floor_t} + {y_t}
+                                        (top-p / top-k sampling: docs/algorithms.md §kept-set), log p_K(y_t) =
+                                        z_y / tau - logsumexp_{v in K_t}(z_v / tau); the entropy stays the whole one's
     generalized_jsd_from_logits(z_s, z_t, beta, tau)
                                         algos/distill.generalized_jsd of log_softmax(z_s / tau) and of
                                         log_softmax(z_t / tau) (the teacher's, no gradient)  (B, T)
@@ -15,7 +18,7 @@ in any cache. Here the forward pass works on blocks of about 2 M entries (8 MB, 
 share) and keeps only its input and a number or two a token; the backward pass recomputes the block's softmax and
 writes the gradient once, from its closed form (p the student's probabilities):
 
-    d log p(y) / dz_v = (1[v = y] - p_v) / tau
+    d log p(y) / dz_v = (1[v = y] - p_v) / tau         (over a kept set: p_K,v, 0 outside K)
     d H / dz_v        = -p_v (log p_v + H) / tau
     d JSD / dz_v      = p_v (q_v - sum_u p_u q_u) / tau,   q_v = dJSD/dp_v:
                         (1 - beta) log(p_v / m_v) (0 < beta < 1), log(p_v / p_T,v) (beta = 1)
@@ -64,6 +67,26 @@ def _scaled(z: torch.Tensor, tau: float) -> torch.Tensor:
     return z / tau if tau != 1.0 else z
 
 
+def _lse_entropy(zc: torch.Tensor, with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One block's logsumexp (b, t) and, if asked, its entropy logsumexp - sum_v p_v z_v (b, t), from one
+    exponential of the block."""
+    m = zc.amax(-1, keepdim=True)
+    e = torch.exp(zc - m)  # the block's one exponential
+    s = e.sum(-1, keepdim=True)
+    l_c = (m + s.log()).squeeze(-1)
+    return l_c, (l_c - (e * zc).sum(-1) / s.squeeze(-1)) if with_entropy else None
+
+
+def _kept_for_backward(ctx, saved: tuple, tau: float, with_entropy: bool, logp: torch.Tensor, H: torch.Tensor):
+    """A log-prob Function's forward end: what its backward reads kept, H (the last saved) marked as having no
+    gradient when it was not asked for; returns (logp, H)."""
+    ctx.save_for_backward(*saved)
+    ctx.tau, ctx.with_entropy = tau, with_entropy
+    if not with_entropy:
+        ctx.mark_non_differentiable(H)
+    return logp, H
+
+
 class _SampledLogprobs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z, y, tau, with_entropy):  # z (B, T, V), y (B, T) -> logp (B, T), H (B, T) or empty
@@ -73,19 +96,12 @@ class _SampledLogprobs(torch.autograd.Function):
         H = torch.empty(B, T, device=z.device) if with_entropy else torch.empty(0, device=z.device)
         for rows, pos in _blocks(B, T, V, z.device):
             zc = _scaled(z[rows, pos], tau)
-            m = zc.amax(-1, keepdim=True)
-            e = torch.exp(zc - m)  # the block's one exponential
-            s = e.sum(-1, keepdim=True)
-            l_c = (m + s.log()).squeeze(-1)
+            l_c, h = _lse_entropy(zc, with_entropy)
             lse[rows, pos] = l_c
             logp[rows, pos] = zc.gather(-1, y[rows, pos].unsqueeze(-1)).squeeze(-1) - l_c
             if with_entropy:
-                H[rows, pos] = l_c - (e * zc).sum(-1) / s.squeeze(-1)
-        ctx.save_for_backward(z, y, lse, H)
-        ctx.tau, ctx.with_entropy = tau, with_entropy
-        if not with_entropy:
-            ctx.mark_non_differentiable(H)
-        return logp, H
+                H[rows, pos] = h
+        return _kept_for_backward(ctx, (z, y, lse, H), tau, with_entropy, logp, H)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -109,15 +125,72 @@ class _SampledLogprobs(torch.autograd.Function):
         return grad, None, None, None
 
 
-def sampled_logprobs(z: torch.Tensor, y: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False
-                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+class _KeptLogprobs(torch.autograd.Function):
+    """`_SampledLogprobs` with each token's log-prob renormalised over its kept set (z / tau >= the token's floor,
+    the sampled token always in it); the entropy is the whole distribution's."""
+
+    @staticmethod
+    def forward(ctx, z, y, floor, tau, with_entropy):  # floor (B, T)
+        B, T, V = z.shape
+        lse_k, lse, logp = (torch.empty(B, T, device=z.device) for _ in range(3))
+        low = torch.empty(B, T, device=z.device)  # the effective floor: min(floor, z_y / tau)
+        H = torch.empty(B, T, device=z.device) if with_entropy else torch.empty(0, device=z.device)
+        for rows, pos in _blocks(B, T, V, z.device):
+            zc = _scaled(z[rows, pos], tau)
+            zy = zc.gather(-1, y[rows, pos].unsqueeze(-1))  # (b, t, 1)
+            f = torch.minimum(floor[rows, pos].unsqueeze(-1).to(zc.dtype), zy)  # a recomputed logit a hair below
+            low[rows, pos] = f.squeeze(-1)  # the engine's floor still keeps the token that was drawn
+            zk = zc.masked_fill(zc < f, float("-inf"))
+            m = zk.amax(-1, keepdim=True)
+            l_k = (m + torch.exp(zk - m).sum(-1, keepdim=True).log()).squeeze(-1)
+            lse_k[rows, pos] = l_k
+            logp[rows, pos] = zy.squeeze(-1) - l_k
+            if with_entropy:
+                lse[rows, pos], H[rows, pos] = _lse_entropy(zc, True)
+        return _kept_for_backward(ctx, (z, y, low, lse_k, lse, H), tau, with_entropy, logp, H)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g_logp, g_H):
+        z, y, low, lse_k, lse, H = ctx.saved_tensors
+        tau = ctx.tau
+        if g_logp is None:
+            g_logp = torch.zeros_like(lse_k)
+        grad = torch.empty_like(z)
+        B, T, V = z.shape
+        with_h = ctx.with_entropy and g_H is not None
+        for rows, pos in _blocks(B, T, V, z.device):
+            zc = _scaled(z[rows, pos], tau)
+            g = g_logp[rows, pos].unsqueeze(-1)
+            out = (zc - lse_k[rows, pos].unsqueeze(-1)).exp_().masked_fill_(zc < low[rows, pos].unsqueeze(-1), 0.0)
+            out.mul_(-g)  # -g p_K,v: the kept set's softmax, 0 outside it
+            out.scatter_add_(-1, y[rows, pos].unsqueeze(-1), g)
+            if with_h:
+                log_p = zc - lse[rows, pos].unsqueeze(-1)
+                coef = -g_H[rows, pos].unsqueeze(-1) * (log_p + H[rows, pos].unsqueeze(-1))
+                out.add_(log_p.exp_().mul_(coef))
+            if tau != 1.0:
+                out.div_(tau)
+            grad[rows, pos] = out
+        return grad, None, None, None, None
+
+
+def sampled_logprobs(z: torch.Tensor, y: torch.Tensor, temperature: float = 1.0, with_entropy: bool = False,
+                     floor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log p(y_t), H_t or None) from logits z (B, T, V) at `temperature`, float32 (B, T) each, differentiable in z
     (both terms). y (B, T) int64 ids. Positions the caller masks still get a value (their gradient is whatever the
-    caller's loss gives them: zero when it multiplies them by a mask)."""
+    caller's loss gives them: zero when it multiplies them by a mask). `floor` (B, T): each log-prob over its kept
+    set (the module's docstring); None, or -inf everywhere (nothing cut), is the whole softmax, computed as without
+    it."""
     if z.dim() != 3 or y.shape != z.shape[:2]:
         raise ValueError(f"sampled_logprobs: logits {tuple(z.shape)} and ids {tuple(y.shape)} must be (B, T, V) and "
                          "(B, T)")
-    logp, H = _SampledLogprobs.apply(z, y, float(temperature), with_entropy)
+    if floor is not None and floor.shape != y.shape:
+        raise ValueError(f"sampled_logprobs: floor {tuple(floor.shape)} must be the ids' {tuple(y.shape)}")
+    if floor is not None and bool(torch.isfinite(floor).any()):
+        logp, H = _KeptLogprobs.apply(z, y, floor, float(temperature), with_entropy)
+    else:
+        logp, H = _SampledLogprobs.apply(z, y, float(temperature), with_entropy)
     return logp, (H if with_entropy else None)
 
 

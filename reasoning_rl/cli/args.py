@@ -99,6 +99,11 @@ def load_config(args, log=None):
 
     for rl in (cfg.grpo, cfg.ppo):
         check_environment(rl)
+    command = getattr(args, "algorithm", None)  # `train ALGORITHM`: its sampling checked before anything loads
+    if command in ("grpo", "ppo", "distill"):
+        from ..rollout.engines import check_sampling
+
+        check_sampling(cfg, getattr(cfg, command), command)
     return cfg
 
 

@@ -47,8 +47,13 @@ def completion_logits(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor
 
 def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
                    completion_mask: torch.Tensor, *, temperature: float = 1.0, return_entropy: bool = False,
-                   share_prompts: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                   share_prompts: bool = False, floor: torch.Tensor | None = None
+                   ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """log pi(y_t | x, y_<t) for each completion token, (B, Tc); optionally also the entropy (B, Tc).
+
+    floor (B, Tc): where top-p / top-k cut the sampling distribution, each token's log-prob is renormalised over its
+    kept set, the tokens whose logit / T is at least the floor (and the sampled one: vocab_blocks.sampled_logprobs),
+    as the engine drew it; the entropy stays the whole distribution's. None (or all -inf): the whole softmax.
 
     share_prompts: rows with the same prompt (a group's samples) run it through the model once; its keys and values
     are copied to each of its rows and the completions run after them (`_shared_prompt_logits`). The same values
@@ -56,7 +61,7 @@ def token_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, c
     logits = completion_logits(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
                                share_prompts=share_prompts)  # (B, Tc, V) in the model's dtype
     # gather - logsumexp, and H = logsumexp - E_p[logit], block by block over the vocabulary in float32
-    logp, entropy = sampled_logprobs(logits, completion_ids, temperature, with_entropy=return_entropy)
+    logp, entropy = sampled_logprobs(logits, completion_ids, temperature, with_entropy=return_entropy, floor=floor)
     cm = completion_mask.to(logp.dtype)
     logp = logp * cm
     if not return_entropy:
@@ -159,6 +164,8 @@ class TokenBatch:
     logp_old: torch.Tensor  # (B, Tc)
     loss_mask: torch.Tensor | None = None  # (B, Tc)  the tokens the loss is taken on: c_mask (the default), less a
     # multi-turn episode's observations
+    floor: torch.Tensor | None = None  # (B, Tc)  each token's kept-set floor where top-p / top-k cut its sampling
+    # distribution (types.Sample.floors; -inf where nothing was cut); None: nothing cut anywhere
 
     def __post_init__(self) -> None:
         if self.loss_mask is None:
@@ -168,24 +175,31 @@ class TokenBatch:
         return self.c_ids.shape[0]
 
     def __getitem__(self, idx) -> "TokenBatch":
-        return TokenBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
+        return TokenBatch(*(None if (t := getattr(self, f.name)) is None else t[idx] for f in fields(self)))
 
     def to(self, device) -> "TokenBatch":
-        return TokenBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
+        return TokenBatch(*(None if (t := getattr(self, f.name)) is None else t.to(device) for f in fields(self)))
 
 
 def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], logp_old: list[list[float]],
-                 pad_id: int, device=None, loss_masks: list[Sequence[int]] | None = None) -> TokenBatch:
+                 pad_id: int, device=None, loss_masks: list[Sequence[int]] | None = None,
+                 floors: list[Sequence[float]] | None = None) -> TokenBatch:
     """Token-id lists (and the sampling log-probs of the completions) -> a padded TokenBatch (on `device`: the
     model's, so that a GPU run never mixes devices). `loss_masks`: per row, 0 on tokens the loss must not see (a
-    multi-turn episode's observations; an empty mask: every token)."""
+    multi-turn episode's observations; an empty mask: every token). `floors`: per row, its tokens' kept-set floors
+    (types.Sample.floors; empty: nothing cut), -inf elsewhere; no row with any: the batch's floor is None."""
     p_ids, p_mask = pad_prompts(prompt_ids, pad_id)
     c_ids, c_mask = pad_completions(completion_ids, pad_id)
     loss = c_mask
     if loss_masks is not None and any(0 in m for m in loss_masks):
         rows = [list(m) if m else [1] * len(c) for m, c in zip(loss_masks, completion_ids)]
         loss = pad_values(rows, tuple(c_ids.shape)).to(c_mask.dtype) * c_mask
-    b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)), loss)
+    floor = None
+    if floors is not None and any(floors):
+        floor = torch.full(tuple(c_ids.shape), float("-inf"))
+        for i, f in enumerate(floors):
+            floor[i, :len(f)] = torch.tensor(list(f), dtype=floor.dtype)
+    b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)), loss, floor)
     return b if device is None else b.to(device)
 
 

@@ -1,9 +1,10 @@
 """The rollout interface: `generate(prompts, n, sampling) -> list[Group]`.
 
 Every sample carries its text, its response token ids, the per-token log-probabilities
-of those tokens under the sampling policy pi_old (the model's distribution at the
-sampling temperature: log softmax(logits / T), before top-p/top-k truncation, which is
-what the trainer recomputes for the ratio), and its finish reason ("stop" or "length").
+of those tokens under the sampling policy pi_old (the distribution each token was drawn from: log softmax(logits / T),
+renormalised over the kept set where top-p / top-k cut it, with each token's floor to rebuild that set:
+docs/algorithms.md §kept-set; the trainer recomputes the same for the ratio), and its finish reason ("stop" or
+"length").
 
 `logprob_mismatch` recomputes the sampled tokens' log-probabilities with the training
 model and reports mean and max |delta log p|: the check a trainer runs on any engine.
@@ -112,9 +113,11 @@ def as_rows(prompts: Sequence[PromptRow | Mapping[str, Any] | str]) -> list[Prom
 
 def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: float = 1.0,
                      batch_size: int = 64) -> dict[str, float]:
-    """Mean and max |log p_engine - log p_trainer| over all sampled tokens."""
+    """Mean and max |log p_engine - log p_trainer| over all sampled tokens (each over its kept set where the
+    engine truncated: types.Sample.floors)."""
     import torch
 
+    from ..models.logprobs import pad_values
 
     pairs = [(g.prompt, s) for g in groups for s in g.samples if s.token_ids and s.logprobs]
     if not pairs:
@@ -125,9 +128,13 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
         p_ids, p_mask = pad_prompts([tokenizer(p)["input_ids"] for p, _ in chunk], tokenizer.pad_token_id)
         c_ids, c_mask = pad_completions([list(s.token_ids) for _, s in chunk], tokenizer.pad_token_id)
         dev = model.device
+        floor = None
+        if any(s.floors for _, s in chunk):
+            floor = pad_values([list(s.floors) or [float("-inf")] * len(s.token_ids) for _, s in chunk],
+                               tuple(c_ids.shape)).masked_fill(c_mask == 0, float("-inf")).to(dev)
         with torch.no_grad():
             lp = token_logprobs(model, p_ids.to(dev), p_mask.to(dev), c_ids.to(dev), c_mask.to(dev),
-                                temperature=temperature or 1.0).cpu()
+                                temperature=temperature or 1.0, floor=floor).cpu()
         for row, (_, s) in enumerate(chunk):
             d = (lp[row, :len(s.token_ids)] - torch.tensor(s.logprobs, dtype=lp.dtype)).abs()
             total += d.sum().item()

@@ -22,8 +22,11 @@ runs after it: each row's positions are then [prefix] [padding] [its own tokens]
 out and the positions counted over real tokens only, so every token sees the same keys at the same positions as
 in one left-padded pass (logits equal up to float rounding).
 
-logp is log softmax(logits / T) of each sampled token, before top-p/top-k truncation (the
-rollout contract in base.py); greedy (T = 0) takes the argmax and the raw log-softmax.
+logp is the log-probability of each sampled token under the distribution it was drawn from: log softmax(logits / T)
+over the whole vocabulary, or, with top-p / top-k truncation, renormalised over the kept set (the tokens the draw
+could pick). `sample_kept` also returns each token's `floor`: a value of logits / T between its kept set's smallest and
+the largest cut (`kept_floor`; -inf where nothing was cut), which rebuilds the set from recomputed logits (models/logprobs.py; docs/algorithms.md §kept-set).
+Greedy (T = 0) takes the argmax and the raw log-softmax.
 Sampling draws from torch's global generator, like `generate`, so a seeded run repeats; by default with
 `torch.multinomial`, as `generate` does (the same draws), or with another `draw` (cpu_kernels.py: one uniform
 per row instead of one exponential per vocabulary entry).
@@ -45,7 +48,7 @@ import torch
 from ..models.cache import cache_argument, reusable
 
 
-def _truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
+def truncate(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
     """Logits with everything outside the top-k / top-p nucleus set to -inf. (b, V) -> (b, V)"""
     if top_k and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (b, 1)
@@ -153,26 +156,46 @@ def _completes(tokenizer, tails: torch.Tensor, stop_texts) -> torch.Tensor:
                         device=tails.device)
 
 
+def kept_floor(truncated: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """The kept set's floor of each row (b,) from its truncated logits and the logits before (b, V): halfway between
+    the smallest logit kept and the largest cut, so that a trainer's recomputed logits, a float rounding away from
+    these, rebuild the same set (a token moves across only if the rounding exceeds half that gap); -inf where
+    nothing was cut."""
+    cut = torch.isinf(truncated) & ~torch.isinf(logits)
+    low = truncated.masked_fill(torch.isinf(truncated), float("inf")).amin(-1)  # the smallest kept
+    high = logits.masked_fill(~cut, float("-inf")).amax(-1)  # the largest cut
+    return torch.where(cut.any(-1), (low + high) / 2, torch.full_like(low, float("-inf")))
+
+
+def truncates(top_p: float, top_k: int) -> bool:
+    return top_p < 1.0 or bool(top_k)
+
+
 def _next_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: int, draw
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits (b, V) -> the next token of each row (b,) and log softmax(logits / T) (b, V), the log-probs recorded
-    (greedy at T = 0: the argmax and the raw log-softmax)."""
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """logits (b, V) -> the next token of each row (b,), the log-probs recorded (b, V): log softmax(logits / T), over
+    the kept set where top-p / top-k truncate (-inf outside it), and the kept set's floor (b,) (None: no truncation;
+    greedy at T = 0: the argmax and the raw log-softmax)."""
     if temperature == 0:
-        return logits.argmax(-1), torch.log_softmax(logits, -1)
+        return logits.argmax(-1), torch.log_softmax(logits, -1), None
     if temperature != 1.0:
         logits = logits / temperature
-    lp = torch.log_softmax(logits, -1)
-    if draw is not None and top_p >= 1.0 and not top_k:  # the draw takes weights in proportion: exp(lp)
-        return draw(lp.exp()), lp  # one pass over the logits in place of softmax's three
-    probs = torch.softmax(_truncate(logits, top_p, top_k), -1)  # torch.multinomial on these, as `generate` draws
-    return (torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)), lp
+    if not truncates(top_p, top_k):
+        lp = torch.log_softmax(logits, -1)
+        if draw is not None:  # the draw takes weights in proportion: exp(lp)
+            return draw(lp.exp()), lp, None  # one pass over the logits in place of softmax's three
+        return torch.multinomial(torch.softmax(logits, -1), 1).squeeze(-1), lp, None  # as `generate` draws
+    kept = truncate(logits, top_p, top_k)
+    lp = torch.log_softmax(kept, -1)  # the distribution the draw is from
+    probs = torch.softmax(kept, -1)  # torch.multinomial on these, as `generate` draws
+    return (torch.multinomial(probs, 1).squeeze(-1) if draw is None else draw(probs)), lp, kept_floor(kept, logits)
 
 
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None,
            share: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    ids, logp, lengths, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
-                                        top_k, repeats, draw=draw, share=share)
+    ids, logp, lengths, _, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
+                                           top_k, repeats, draw=draw, share=share)
     return ids, logp, lengths
 
 
@@ -182,7 +205,8 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
                 keep: bool = False, draw=None, share: bool = False, stop_texts=(), tokenizer=None):
     """`sample`, continuing `past` (a `continue_cache` result: the input follows it) when given, and with `keep`
     each row's cache at its end (`RowCache`: the input's real positions and every sampled token but the last);
-    -> ids, logp, lengths, caches (None without keep). `draw`: probs (b, V) -> (b,) token ids, in place of
+    -> ids, logp, lengths, caches (None without keep), floors (B, max_tokens): each token's kept-set floor (the
+    module's docstring; None where top-p / top-k cut nothing). `draw`: probs (b, V) -> (b,) token ids, in place of
     `torch.multinomial` (cpu_kernels.draw). `share`: a prefix all the prompts begin with runs once (the module's
     docstring; not with `past`, and only where every layer's cache is plain full attention). `stop_texts` (with the
     `tokenizer`): a row also ends at the token that completes one of these strings in its sampled text (kept, as
@@ -194,6 +218,8 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     ids = torch.full((B, max_tokens), int(eos[0]), dtype=torch.long, device=dev)  # (B, max_tokens)
     logp = torch.zeros(B, max_tokens, device=dev)
     lengths = torch.full((B,), max_tokens, dtype=torch.long, device=dev)
+    floors = torch.full((B, max_tokens), float("-inf"), device=dev) if temperature and truncates(top_p, top_k) \
+        else None
     alive = torch.arange(B, device=dev)  # rows of the original batch still generating
     kept: list = [None] * B
     if past is not None:  # the rows' caches so far, then this input: (B, M + Tp)
@@ -218,9 +244,11 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
         logits, mask, pos = (x.repeat_interleave(repeats, dim=0) for x in (logits, mask, pos))
     window = max((len(s) for s in stop_texts), default=0) + 1  # tokens enough to hold a stop string (>= 1 char each)
     for t in range(max_tokens):
-        nxt, lp = _next_token(logits.float(), temperature, top_p, top_k, draw)  # (b,), (b, V)
+        nxt, lp, floor = _next_token(logits.float(), temperature, top_p, top_k, draw)  # (b,), (b, V), (b,)
         ids[alive, t] = nxt
         logp[alive, t] = lp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+        if floors is not None:
+            floors[alive, t] = floor
         done = torch.isin(nxt, eos)
         if stop_texts:
             done |= _completes(tokenizer, ids[alive, max(0, t + 1 - window):t + 1], stop_texts)
@@ -233,7 +261,7 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
                     kept[j] = c
             live = (~done).nonzero().squeeze(-1)
             if live.numel() == 0:
-                return ids, logp, lengths, (kept if keep else None)
+                return ids, logp, lengths, (kept if keep else None), floors
             cache.batch_select_indices(live)
             alive, nxt, mask, pos = alive[live], nxt[live], mask[live], pos[live]
         pos = pos + 1
@@ -247,4 +275,4 @@ def sample_kept(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, ma
     if keep:  # the rows still generating at the last step
         for j, c in zip(alive.tolist(), _row_caches(cache, mask, torch.arange(len(alive), device=dev))):
             kept[j] = c
-    return ids, logp, lengths, (kept if keep else None)
+    return ids, logp, lengths, (kept if keep else None), floors

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..config.sections import Config
-from ..config.rl import RLConfig
+from ..config.rl import DistillConfig, PPOConfig, RLConfig
 from ..models.device import resolve_threads
 from .hf import HFEngine
 
@@ -21,8 +21,29 @@ def engine_urls(value: str) -> list[str]:
     return [u for u in value.replace(",", " ").split() if u]
 
 
+def check_sampling(cfg: Config, rl: RLConfig, section: str) -> None:
+    """Top-p below 1 trains on the kept set's log-probs (docs/algorithms.md §kept-set): refused, in one line, where
+    the samples cannot carry that set (each token's floor) to the trainer: the vllm and openai engines (their
+    servers return the processed log-prob, not the set it was taken over), multi-turn episodes, and distillation
+    (the teacher's signal is over the whole vocabulary)."""
+    if cfg.generation.top_p >= 1.0 or cfg.generation.temperature == 0:
+        return
+    why = ("the vllm and openai engines return no kept set to renormalise the trainer's log-probs over"
+           if rl.engine in ("vllm", "openai") else
+           "multi-turn episodes do not carry the kept set yet" if rl.environment else
+           "distillation compares whole distributions" if section == "distill" else "")
+    if why:
+        from ..errors import UserError
+
+        raise UserError(f"generation.top_p={cfg.generation.top_p:g} with {section} (engine {rl.engine}"
+                        f"{', environment ' + rl.environment if rl.environment else ''}): {why}; the importance ratio "
+                        "would be biased by the kept mass. Use generation.top_p=1, or the hf or worker engine")
+
+
 def make_engine(cfg: Config, rl: RLConfig, model, tok):
     """hf samples from the very object being trained; worker, vllm and openai start from the trainer's weights."""
+    check_sampling(cfg, rl, "distill" if isinstance(rl, DistillConfig) else "ppo" if isinstance(rl, PPOConfig) else
+                   "grpo")
     if rl.engine == "vllm":
         from .vllm import VLLMEngine  # vLLM is an optional extra: imported only when asked for
 

@@ -98,7 +98,7 @@ class HFEngine:
         input_ids, attn = (x.to(model.device) for x in pad_prompts([s[f:] for s, f in zip(seqs, fresh)][::repeats],
                                                                     pad))
         with cpu_kernels.decoding(sampling.cpu_decode, model, len(seqs)) as draw:
-            out, logp, lengths, caches = decode.sample_kept(
+            out, logp, lengths, caches, _ = decode.sample_kept(
                 model, input_ids, attn, max_new, list(stops), temperature=sampling.temperature, top_p=sampling.top_p,
                 top_k=sampling.top_k, repeats=repeats, past=past, keep=reuse, draw=draw, share=sampling.share_prefill,
                 stop_texts=sampling.stop, tokenizer=self.tokenizer)
@@ -132,31 +132,40 @@ class HFEngine:
         enc = {k: v.to(self.model.device) for k, v in enc.items()}
         eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
         if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
-            ids, lp, lengths = decode.sample(self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens,
-                                             eos, s.temperature, s.top_p, s.top_k, repeats=n, draw=draw,
-                                             share=s.share_prefill)
+            ids, lp, lengths, _, floors = decode.sample_kept(
+                self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens, eos, s.temperature, s.top_p,
+                s.top_k, repeats=n, draw=draw, share=s.share_prefill)
             result = []
-            for row, row_lp, n in zip(ids.tolist(), lp.tolist(), lengths.tolist()):
+            rows_floors = floors.tolist() if floors is not None else [()] * len(lengths)
+            for row, row_lp, row_floor, n in zip(ids.tolist(), lp.tolist(), rows_floors, lengths.tolist()):
                 row, row_lp = row[:n], row_lp[:n]
                 finish = "stop" if row and row[-1] in eos else "length"
-                result.append(Sample(tok.decode(row, skip_special_tokens=True), tuple(row), tuple(row_lp), finish))
+                result.append(Sample(tok.decode(row, skip_special_tokens=True), tuple(row), tuple(row_lp), finish,
+                                     floors=tuple(row_floor[:n])))
             return result
         with torch.no_grad():
             out = self.model.generate(**enc, **kwargs)
         new = out.sequences[:, enc["input_ids"].shape[1]:]  # (B, steps)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, steps, V)
+        logits = torch.stack(out.logits, dim=1).float()  # (B, steps, V): before generate's processors
         if not greedy and s.temperature != 1.0:
             logits = logits / s.temperature
+        cut = not greedy and decode.truncates(s.top_p, s.top_k)
+        if cut:  # the kept set generate drew from (its top-k, then top-p, on the tempered logits), and its floor
+            B, steps, V = logits.shape
+            kept = decode.truncate(logits.reshape(B * steps, V), s.top_p, s.top_k)
+            floor = decode.kept_floor(kept, logits.reshape(B * steps, V)).reshape(B, steps)
+            logits = kept.reshape(B, steps, V)
         logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, steps)
         result = []
         for b in range(new.shape[0]):
             ids = new[b].tolist()
             lps = logp[b].tolist()
+            fls = floor[b].tolist() if cut else []
             finish = "length"
             ends = [j for j, t in enumerate(ids) if t in eos]
             if ends:
-                cut = ends[0] + 1
-                ids, lps, finish = ids[:cut], lps[:cut], "stop"
+                end = ends[0] + 1
+                ids, lps, fls, finish = ids[:end], lps[:end], fls[:end], "stop"
             text = tok.decode(ids, skip_special_tokens=True)
             for st in s.stop:
                 j = text.find(st)
@@ -166,8 +175,8 @@ class HFEngine:
                     keep = 0
                     while keep < len(ids) and st not in tok.decode(ids[:keep + 1], skip_special_tokens=True):
                         keep += 1
-                    ids, lps = ids[:keep + 1], lps[:keep + 1]
-            result.append(Sample(text, tuple(ids), tuple(lps), finish))
+                    ids, lps, fls = ids[:keep + 1], lps[:keep + 1], fls[:keep + 1]
+            result.append(Sample(text, tuple(ids), tuple(lps), finish, floors=tuple(fls)))
         return result
 
 

@@ -196,7 +196,7 @@ def _timed(model, rows: int, combos: list, decoding_with) -> dict:
     rng = torch.get_rng_state()
     try:
         prompt = torch.randint(0, vocab, (1, CONTEXT), generator=g)
-        token, _, _, kept = decode.sample_kept(model, prompt, torch.ones_like(prompt), 1, eos_id=-1, keep=True)
+        token, _, _, kept, _ = decode.sample_kept(model, prompt, torch.ones_like(prompt), 1, eos_id=-1, keep=True)
         nxt = token.expand(rows, 1).contiguous()  # (rows, 1): the token that follows the cached positions
         times: dict = {k: () for k in combos}
         for r in range(ROUNDS + 1):  # round 0 warms each path up and is not counted

@@ -84,11 +84,11 @@ def make_batch(groups: list[Group], reward, tok, gcfg: GRPOConfig, device=None,
                     (gcfg.void_turns == "filter" and void[b][i]):
                 continue
             a = A[b, i, :len(s.token_ids)].tolist() if A.dim() == 3 else A[b, i].item()
-            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a, s.loss_mask))
+            rows.append((tok(g.prompt)["input_ids"], list(s.token_ids), list(s.logprobs), a, s.loss_mask, s.floors))
     if not rows:
         return None, m
     tokens = pad_rollouts([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], tok.pad_token_id,
-                          device=device, loss_masks=[r[4] for r in rows])
+                          device=device, loss_masks=[r[4] for r in rows], floors=[r[5] for r in rows])
     if A.dim() == 3:  # per-token advantages (process supervision), padded like the completions
         A_out = pad_values([r[3] for r in rows], tuple(tokens.c_ids.shape))
     else:
@@ -183,6 +183,7 @@ class MicroBatch:
     loss_mask: torch.Tensor  # (n, tc) c_mask less observation tokens: the loss never sees those
     share: float
     last: bool  # the minibatch's last: where DDP all-reduces
+    floor: torch.Tensor | None = None  # (n, tc) kept-set floors (logprobs.TokenBatch.floor), None: nothing cut
 
     @property
     def padded(self) -> int:
@@ -235,8 +236,9 @@ def cut(mb: TokenBatch, subs: list[torch.Tensor]) -> list[MicroBatch]:
     for k, sub in enumerate(subs):
         p_ids, p_mask, c_ids, c_mask = trim_padding(mb.p_ids[sub], mb.p_mask[sub], mb.c_ids[sub], mb.c_mask[sub])
         loss_mask = mb.loss_mask[sub][:, :c_ids.shape[1]]
+        floor = None if mb.floor is None else mb.floor[sub][:, :c_ids.shape[1]]
         out.append(MicroBatch(sub, p_ids, p_mask, c_ids, c_mask, loss_mask, float(loss_mask.sum() / T),
-                              k == len(subs) - 1))
+                              k == len(subs) - 1, floor))
     return out
 
 
@@ -265,7 +267,7 @@ def update_minibatch(train_model, ref, ranks, gcfg: GRPOConfig, gen: GenerationC
         with ranks.no_sync(train_model, not m.last):  # one all-reduce per minibatch, on its last micro-batch
             with autocast(gcfg.bf16):
                 logp, ent = token_logprobs(train_model, p_ids, p_mask, c_ids, c_mask, temperature=gen.temperature or 1.0,
-                                           return_entropy=True, share_prompts=share_prompts)
+                                           return_entropy=True, share_prompts=share_prompts, floor=m.floor)
                 lref = None
                 if ref is not None:
                     with torch.no_grad():

@@ -119,7 +119,7 @@ class PPO:
         if kept:
             b = pad_rollouts([tok(pr)["input_ids"] for pr, _, _ in kept], [list(s.token_ids) for _, s, _ in kept],
                              [list(s.logprobs) for _, s, _ in kept], tok.pad_token_id, device=model.device,
-                             loss_masks=[s.loss_mask for _, s, _ in kept])
+                             loss_masks=[s.loss_mask for _, s, _ in kept], floors=[s.floors for _, s, _ in kept])
             b, is_weight, corr = correct_batch(learner, b)  # engines that are not the trainer: its own pi_old
             m.update(corr)
             B, T = b.c_ids.shape
@@ -179,7 +179,7 @@ class PPO:
         with autocast(p.bf16, learner.model):
             logp, ent = token_logprobs(learner.policy.wrapped, m.p_ids, m.p_mask, m.c_ids, m.c_mask,
                                        temperature=learner.temperature, return_entropy=True,
-                                       share_prompts=learner.share_prompts)
+                                       share_prompts=learner.share_prompts, floor=m.floor)
             v = self.critic_t(m.p_ids, m.p_mask, m.c_ids, m.c_mask)
         logp, ent, v = logp.float(), ent.float(), v.float()
         in_loss = not p.kl_in_reward and batch.logp_ref is not None
