@@ -11,7 +11,7 @@ PYTEST_MARK := $(if $(CI),,-m "not slow")
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n auto --maxprocesses=$(TEST_WORKERS) --dist worksteal
 
-.PHONY: setup demo test test-slow bench vllm-env
+.PHONY: setup demo test test-slow test-kernels bench vllm-env
 setup: $(STAMP)
 
 # vLLM's CPU build in its own environment (its pins clash with ours); CI builds it so the slow
@@ -33,3 +33,8 @@ test: setup $(if $(CI),vllm-env,)
 
 test-slow: setup
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m slow
+
+# the tests whose numbers depend on the machine, as other machines run them: each decode kernel forced in turn, two
+# threads, either allocator, narrower instruction sets (scripts/test_as_machines.sh; not part of `make test`)
+test-kernels: setup
+	bash scripts/test_as_machines.sh

@@ -28,11 +28,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
     share_of_cores()
 
+# The suite run as another machine would (tests/machine_as/as_machine.py: forced kernels, threads, allocator)
+from tests.machine_as.as_machine import VAR as _AS_VAR, apply as _as_machine
+
+_AS = _as_machine()
+
 # A shell starts a background job (`make test &`) with SIGINT ignored, and Python then installs no Ctrl-C handler
 # of its own; the interrupt tests simulate Ctrl-C with `_thread.interrupt_main`, which does nothing then. The
 # suite runs as it does in the foreground: with Python's handler.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_report_header(config):
+    return f"as another machine ({_AS_VAR}): {_AS}" if _AS else None
 
 
 @pytest.fixture
@@ -55,9 +64,10 @@ def _ctrl_c_handler_kept(request):
 
 def run_env(**extra: str) -> dict:
     """Environment for `python -m reasoning_rl ...` subprocesses."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.update(extra)
+    env = {**os.environ, **extra}
+    site = [str(ROOT / "tests" / "machine_as")] if env.get(_AS_VAR) else []  # its sitecustomize applies them
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                             if p])
     return env
 
 
