@@ -118,6 +118,8 @@ class Turn:
     tool_s:       seconds the call took
     program_error: the called program raised or ran past a limit (its error is the observation, as a REPL shows it)
     error:        the environment itself failed on this call (the sample is masked ERROR; no observation)
+    broken:       the segment opened a tool call the environment could not read (its opener without the rest:
+                  `Environment.opens_call`), and so ended the episode as an answer
     template_mismatch: chat format only: the first position where the episode's ids differ from the chat template's
                   rendering of the whole conversation (None: a prefix of it, token for token)
     """
@@ -131,6 +133,7 @@ class Turn:
     program_error: bool = False
     error: str = ""
     template_mismatch: int | None = None
+    broken: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ids", tuple(self.ids))
@@ -149,6 +152,8 @@ class Turn:
             out["error"] = self.error
         if self.template_mismatch is not None:
             out["template_mismatch"] = self.template_mismatch
+        if self.broken:
+            out["broken"] = True
         return out
 
     @classmethod

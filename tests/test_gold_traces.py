@@ -104,3 +104,40 @@ def test_calculator_targets_without_the_calculator_are_one_line(tmp_path):
                               for a in range(20)])
     with pytest.raises(UserError, match="set grpo.environment=calculator"):
         gold_targets(task, tok, config.load(Config).grpo)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from reasoning_rl.models.load import load_tokenizer
+
+    return load_tokenizer(config.load(Config))
+
+
+# (the model's scripted turns, whether the episode broke the call format)
+BROKEN = [
+    (["Each box holds <<4 * 6>>", " so <<24 + 1>>", " The answer is \\boxed{25}."], False),
+    (["Each box holds <<4 * 6", " The answer is \\boxed{24}."], True),    # the call never closes
+    (["The answer is \\boxed{24}."], False),                              # no call at all: an answer
+]
+
+
+def test_an_episode_that_opens_a_call_it_never_closes_broke_the_format(tok):
+    """tools/broken_call (issue: the share of episodes that broke the tool-call format): a turn with the calculator's
+    `<<` and no complete call ends the episode as an answer, marked broken; its archive form says so."""
+    from reasoning_rl.data.gold_traces import ScriptedTurns
+    from reasoning_rl.rollout.base import SamplingConfig
+    from reasoning_rl.rollout.environments import ENVIRONMENTS
+    from reasoning_rl.rollout.episodes import EpisodeLimits, episode_metrics, run_episodes
+    from reasoning_rl.types import Turn
+
+    turns = [t for t, _ in BROKEN]
+    limits = EpisodeLimits(max_turns=8, max_tool_calls=8, max_episode_tokens=128)
+    eps = run_episodes(None, tok, ENVIRONMENTS.get("calculator")(), [{"prompt_id": str(i), "prompt": "Q"}
+                                                                     for i in range(len(turns))],
+                       SamplingConfig(max_tokens=128), limits, stop_ids=[tok.eos_token_id],
+                       engine=ScriptedTurns(tok, turns, [tok.eos_token_id]))
+    samples = [e.sample() for e in eps]
+    assert [any(t.broken for t in s.turns) for s in samples] == [b for _, b in BROKEN]
+    assert episode_metrics(samples)["tools/broken_call"] == 1 / 3
+    last = samples[1].turns[-1]
+    assert last.to_dict()["broken"] is True and Turn.from_dict(last.to_dict()) == last

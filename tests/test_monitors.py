@@ -289,3 +289,21 @@ def test_a_jump_of_the_tokens_outside_the_ratio_band_alerts_once_and_a_steady_sh
     assert said[3] and "200 of 1000 sampled tokens" in said[3][0] and not said[4]  # once a crossing
     assert said[8]  # again after falling back
     assert run([2, 2, 1, 12], n=60)[3][1] and not run([0, 0, 0, 1], n=5)[3][1]
+
+
+def test_a_rule_terms_broken_share_is_reported_beside_its_score():
+    """reward/broken/<verifier> (issue: the share of completions that broke the format verifier's rule): of the samples
+    a term other than the outcome scored, those it did not pass; masked verdicts are left out, the outcome has none."""
+    import verifiers
+
+    from reasoning_rl.trainers.rounds import round_metrics
+    from reasoning_rl.types import Group, Sample, Status, Verdict
+
+    def sample(math_ok, fmt):
+        return Sample("x", (1,), (0.0,), verdicts={"math": Verdict(Status.CORRECT if math_ok else Status.INCORRECT,
+                                                                   1.0 if math_ok else 0.0), "think_answer": fmt})
+    ok, bad, masked = Verdict(Status.CORRECT, 1.0), Verdict(Status.INCORRECT, 0.0), Verdict(Status.ERROR, None)
+    g = Group("p", "q", {}, [sample(True, ok), sample(False, bad), sample(True, bad), sample(False, masked)])
+    reward = verifiers.Reward((verifiers.Term("math", 1.0), verifiers.Term("think_answer", 0.2)), outcome="math")
+    m = round_metrics([g], reward)
+    assert m["reward/broken/think_answer"] == 2 / 3 and "reward/broken/math" not in m

@@ -71,6 +71,7 @@ class Environment:
     # text whose appearance closes a call, so sampling stops there instead of running to the turn's end (the runner
     # still cuts at `call_end`); empty: the segment runs to the end of turn or the token limit
     CALL_STOPS: tuple[str, ...] = ()
+    CALL_OPENERS: tuple[str, ...] = ()  # what begins a call: a segment holding one but no call broke the format
 
     @classmethod
     def from_config(cls, rl) -> "Environment":
@@ -92,6 +93,10 @@ class Environment:
 
     def close(self, state: Any) -> None:
         pass
+
+    def opens_call(self, text: str) -> bool:
+        """`text` (a segment in which `call_end` found no call) begins one: the tool-call format broken."""
+        return any(o in text for o in self.CALL_OPENERS)
 
     def assistant_message(self, text: str) -> dict:
         """The chat message of a model turn `text` (tool_format chat: the conversation the template check renders).
@@ -162,6 +167,7 @@ class PythonTool(Environment):
     past which it ends with a visible marker; packages: third-party packages the code may import, read-only, from
     `site` (None: numpy and sympy, those this environment has; sandboxes/packages.py)."""
     name = "python"
+    CALL_OPENERS = ("```python", "<tool_call>")
 
     def __init__(self, limits: dict | None = None, output_chars: int = 1000, workers: int = 2,
                  packages: Sequence[str] | None = None, site: str | None = None) -> None:
@@ -318,6 +324,7 @@ class Calculator(Environment):
     GSM8K's own calculator annotations (`<<48/2=24>>`), which the recipe's gold traces turn into calls."""
     name = "calculator"
     CALL_STOPS = (">>",)
+    CALL_OPENERS = ("<<",)
 
     def call_end(self, text: str) -> int | None:
         m = _CALC.search(text)

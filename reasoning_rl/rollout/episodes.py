@@ -269,7 +269,7 @@ class _Turns:
         text = tok.decode(seg_ids, skip_special_tokens=True)
         e.add(seg_ids, seg_lp)
         e.texts.append(text)
-        e.turns.append(Turn(text, tuple(seg_ids), round(gen_s, 3)))
+        e.turns.append(Turn(text, tuple(seg_ids), round(gen_s, 3), broken=end is None and env.opens_call(text)))
         if end is None:
             e.done, e.reason = True, "answer" if ended else "truncated"
             e.truncated = not ended
@@ -322,13 +322,14 @@ class EpisodeEngine:
 
 def episode_metrics(samples: Sequence[Sample]) -> dict[str, float]:
     """Per round, over multi-turn samples: tool calls per sample, the share of calls whose program failed, the share
-    of samples whose environment failed (masked), turns per sample, truncated episodes, seconds in tools."""
+    of samples whose environment failed (masked), of those that opened a call it could not read, turns per sample, truncated episodes, seconds in tools."""
     n = max(1, len(samples))
     turns = [t for s in samples for t in s.turns]
     calls = sum(bool(t.call) for t in turns)
     return {"tools/calls_per_sample": calls / n,
             "tools/program_error_rate": sum(t.program_error for t in turns) / max(1, calls),
             "tools/failure_rate": sum(bool(s.error) for s in samples) / n,
+            "tools/broken_call": sum(any(t.broken for t in s.turns) for s in samples) / n,
             "tools/turns_per_sample": len(turns) / n,
             "tools/truncated": sum(s.truncated for s in samples) / n,
             "tools/template_mismatch": sum(any(t.template_mismatch is not None for t in s.turns)

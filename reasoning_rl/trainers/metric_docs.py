@@ -28,6 +28,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("reward/std", "reward", BOTH, "standard deviation of that reward"),
     Metric("reward/term/<verifier>", "score", BOTH, "mean score of one reward term (tasks.reward) over the samples it "
                                                     "scored this round, whatever its weight"),
+    Metric("reward/broken/<verifier>", "fraction", BOTH, "share of the samples a reward term other than the outcome "
+                                                         "scored (a format rule, a plugin's) that did not pass it"),
     Metric("advantage/term/<verifier>/mean", "score", "grpo, distill", "grpo.reward_normalization=per_term: mean score "
            "of one weighted term over the round's samples it scored (`overlong`: the soft overlong penalty)"),
     Metric("advantage/term/<verifier>/spread", "score", "grpo, distill", "per_term: that term's standard deviation "
@@ -129,6 +131,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("sandbox/leftover_processes", "processes", BOTH,
            "processes left in the sandbox's control groups after the round (should be 0)"),
     # multi-turn episodes (grpo.environment, ppo.environment)
+    Metric("tools/broken_call", "fraction", BOTH, "episodes with a turn that opened a tool call the environment "
+                                                  "could not read (an unclosed <<, a ```python or <tool_call> "
+                                                  "without its close): the tool-call format broken"),
     Metric("tools/calls_per_sample", "calls", BOTH, "tool calls per episode this round"),
     Metric("tools/program_error_rate", "fraction", BOTH, "calls whose program raised or ran past a limit (shown to "
                                                           "the model as a REPL would)"),

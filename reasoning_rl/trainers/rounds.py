@@ -192,9 +192,11 @@ def round_metrics(generated: list[Group], reward: verifiers.Reward) -> dict[str,
     m["reward/std"] = (sum((x - mean) ** 2 for x in scored) / len(scored)) ** 0.5 if scored else 0.0
     m["verify/masked"] = len(scores) - len(scored)
     for t in reward.terms:  # each term's own score, so a plugin or format term can be watched on its own
-        own = [s.verdicts[t.verifier].score for s in samples if not s.verdicts[t.verifier].masked]
+        own = [s.verdicts[t.verifier] for s in samples if not s.verdicts[t.verifier].masked]
         if own:
-            m[f"reward/term/{t.verifier}"] = sum(own) / len(own)
+            m[f"reward/term/{t.verifier}"] = sum(v.score for v in own) / len(own)
+            if t.verifier != reward.outcome:  # a rule's term (format, length, a plugin): how many broke it
+                m[f"reward/broken/{t.verifier}"] = sum(not v.passed for v in own) / len(own)
     m["completions/mean_length"] = sum(len(s.token_ids) for s in samples) / max(1, len(samples))
     m["completions/clipped_ratio"] = sum(s.truncated for s in samples) / max(1, len(samples))
     if any(s.turns for s in samples):  # multi-turn episodes: how the tool was used
