@@ -40,6 +40,15 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture
+def unforced(monkeypatch):
+    """A test of the machine's own choice (auto's kernels) runs it as it is, not as REASONING_RL_TEST_AS forces it."""
+    from tests.machine_as.as_machine import ORIGINAL
+
+    for module, name, value in ORIGINAL:
+        monkeypatch.setattr(module, name, value)
+
+
 def pytest_report_header(config):
     return f"as another machine ({_AS_VAR}): {_AS}" if _AS else None
 

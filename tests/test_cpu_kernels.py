@@ -339,6 +339,7 @@ def test_engine_on_packed_kernels_keeps_the_rollout_contract(llama):
     assert [x.token_ids for g in eager for x in g.samples] != [x.token_ids for g in a for x in g.samples]
 
 
+@pytest.mark.usefixtures("unforced")  # auto's own choice: never forced (tests/machine_as)
 def test_auto_leaves_small_models_and_the_tiny_one_on_eager(llama):
     model, _ = llama
     K = cpu_kernels.Kernels

@@ -58,6 +58,7 @@ def measured_model(llama, monkeypatch, tmp_path):
     return llama
 
 
+@pytest.mark.usefixtures("unforced")  # auto's own choice: never forced (tests/machine_as)
 def test_auto_runs_what_the_measurement_says_and_caches_it_per_machine(measured_model, monkeypatch, tmp_path):
     calls = []
 

@@ -2,11 +2,12 @@
 allocator=system"` forces, in the test process and in every subprocess it starts through `run_env` (this folder's
 sitecustomize.py), what a machine's measurements or cores would otherwise choose:
 
-    kernels    the CPU decode kernels every rollout runs on where the config says auto or packed (a combination of
-               packed, draw, attention, buffer, step as `kernel_choice.name_of` writes it, or eager), whatever
-               the model's size (auto keeps the tiny model eager; another machine's auto picks any combination
-               for the real one). What a model cannot run (the fused step on a non-Llama model) stays off. An
-               explicit `generation.cpu_decode=eager` stays eager: a test that asks for it compares against it.
+    kernels    the CPU decode kernels every rollout runs on where the config says auto (a combination of packed,
+               draw, attention, buffer, step as `kernel_choice.name_of` writes it, or eager), whatever the model's
+               size (auto keeps the tiny model eager; another machine's auto picks any combination for the real
+               one). What a model cannot run (the fused step on a non-Llama model) stays off. An explicit
+               `generation.cpu_decode=eager` or `packed` stays as asked: a test that asks compares against it. The
+               tests of auto's own choice run it unforced (the `unforced` fixture, tests/conftest.py).
     threads    torch's intra-op threads wherever `num_threads` is 0 (what the machine's cores would give).
     allocator  the C allocator every process runs under (cpu_allocator's reuse or system), whatever it asks.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os
 
 VAR = "REASONING_RL_TEST_AS"
+ORIGINAL: list = []  # (module, name, what it was) for each patch that a test of the mechanism itself undoes
 
 
 def settings(text: str | None = None) -> dict[str, str]:
@@ -58,11 +60,11 @@ def apply(text: str | None = None) -> dict[str, str]:
         resolve = cpu_kernels.resolve
 
         def forced(setting, model, rows=16):
-            kernels = resolve(setting, model, rows)
-            if setting == "eager" or next(model.parameters()).device.type != "cpu":
-                return kernels
+            if setting != "auto" or next(model.parameters()).device.type != "cpu":
+                return resolve(setting, model, rows)
             return forced_kernels(found["kernels"], cpu_kernels._possible(model))
 
+        ORIGINAL.append((cpu_kernels, "resolve", resolve))
         cpu_kernels.resolve = forced
     if "threads" in found:
         import torch
