@@ -77,7 +77,7 @@ def arm_config(a, arm: str, seed: int, out: str):
     for section in ("grpo", "ppo", "distill"):
         over += [f"{section}.steps={STEPS}", f"{section}.eval_every=0", f"{section}.eval_at_start=false",
                  f"{section}.eval_at_end=false", f"{section}.checkpoint_every=0", f"{section}.train_prompts=0"]
-    over += ["dpo.epochs=100", "model.lora.r=16"]
+    over += ["dpo.epochs=100", "model.lora.r=16", *a.set]
     cfg, _ = prompt_format.adopt(config.load(Config, overrides=over), set())  # every arm prompts as the start was
     return cfg
 
@@ -117,13 +117,14 @@ def run_arm(a, arm: str, seed: int) -> dict:
         model, tok = run_dpo(cfg, task, point)
     else:
         model, tok = run_rest(cfg, task, clock, point, a.budget)
-    if not curve or curve[-1][0] < clock.cpu() - 1:
-        point(model, tok)
-    final = score(cfg, task, model, tok, evals, seed)
+    spent = clock.cpu()
+    final = score(cfg, task, model, tok, evals, seed)  # its greedy is the curve's last point
+    if not curve or curve[-1][0] < spent - 1:
+        curve.append((round(spent, 1), final["greedy"]))
     from reasoning_rl.models.lora import save_final
 
     save_final(out, model, tok, cfg=cfg)
-    return {"arm": arm, "seed": seed, "curve": curve, "final": final, "cpu_s": round(clock.cpu(), 1),
+    return {"arm": arm, "seed": seed, "curve": curve, "final": final, "cpu_s": round(spent, 1),
             "wall_s": round(time.time() - clock.w0, 1), "threads": clock.threads}
 
 
@@ -135,7 +136,7 @@ def run_rl(a, cfg, arm: str, clock: Clock, curve: list):
     from reasoning_rl.eval import held_out
 
     section = {"shuffled": "grpo"}.get(arm, arm)
-    sec = dataclasses.replace(getattr(cfg, section), eval_every=a.every_rounds, eval_at_start=True,
+    sec = dataclasses.replace(getattr(cfg, section), eval_every=a.every_rounds, eval_at_start=a.start_score is None,
                               **({"control": "shuffled_rewards"} if arm == "shuffled" else {}),
                               **({"teacher": a.teacher} if arm == "distill" else {}))
     cfg = dataclasses.replace(cfg, **{section: sec})
@@ -161,9 +162,12 @@ def run_rl(a, cfg, arm: str, clock: Clock, curve: list):
         _, model, tok = train(cfg, log=lambda s: print(f"[{arm}] {s}", flush=True), on_step=on_step)
     finally:
         held_out.configured = real
-    with open(os.path.join(cfg.output_dir, "metrics.jsonl")) as f:
-        first = json.loads(f.readline())  # step 0: the start's score, before any round
-    curve.insert(0, (0.0, first["eval/accuracy"]))
+    if a.start_score is None:
+        with open(os.path.join(cfg.output_dir, "metrics.jsonl")) as f:
+            first = json.loads(f.readline())  # step 0: the start's score, before any round
+        curve.insert(0, (0.0, first["eval/accuracy"]))
+    else:
+        curve.insert(0, (0.0, a.start_score))
     return model, tok
 
 
@@ -309,6 +313,12 @@ def main() -> None:
     ap.add_argument("--every-rounds", type=int, default=8, help="RL arms: rounds between curve points")
     ap.add_argument("--teacher", default="", help="distill: the teacher (default: the best arm's seed-0 model)")
     ap.add_argument("--out", default="runs/recipe_compare")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a knob for every arm, over the recipe's (e.g. tasks.difficulty_file=RUN/1-sft/difficulty.jsonl,"
+                         " the recipe's easy-first prior)")
+    ap.add_argument("--start-score", type=float, default=None,
+                    help="the start's held-out greedy accuracy, already measured (the recipe's 1-sft/eval): the RL "
+                         "arms then do not score it again each")
     a = ap.parse_args()
     a.start, a.data = os.path.abspath(a.start), os.path.abspath(a.data)
     os.makedirs(a.out, exist_ok=True)
@@ -331,7 +341,9 @@ def main() -> None:
                 subprocess.run([sys.executable, __file__, "--start", a.start, "--data", a.data, "--preset", a.preset,
                                 "--arm", arm, "--seed", str(seed), "--budget", str(a.budget), "--every",
                                 str(a.every), "--every-rounds", str(a.every_rounds), "--teacher", teacher,
-                                "--out", a.out], check=True)
+                                "--out", a.out, *[x for k in a.set for x in ("--set", k)],
+                                *(["--start-score", str(a.start_score)]
+                                                  if a.start_score is not None else [])], check=True)
             with open(path) as f:
                 results[key] = json.load(f)
     start = next(iter(results.values()))["curve"][0][1]
