@@ -104,8 +104,9 @@ def run_arm(a, arm: str, seed: int) -> dict:
         """A curve point when due; True once the budget is spent."""
         t = clock.cpu()
         if t >= due[0] or t >= a.budget:
-            with clock.off():
-                acc = held_out.configured(cfg, task, model, tok, evals)["accuracy"]
+            with clock.off():  # as episodes with the run's environment, where it has one
+                acc = held_out.configured(cfg, task, model, tok, evals,
+                                          rl=cfg.grpo if cfg.grpo.environment else None)["accuracy"]
             curve.append((round(t, 1), acc))
             print(f"[{arm} {seed}] {t:.0f} CPU s: held-out {acc:.3f}", flush=True)
             due[0] = t + a.every
@@ -118,7 +119,7 @@ def run_arm(a, arm: str, seed: int) -> dict:
     else:
         model, tok = run_rest(cfg, task, clock, point, a.budget)
     spent = clock.cpu()
-    final = score(cfg, task, model, tok, evals, seed)  # its greedy is the curve's last point
+    final = score(cfg, task, model, tok, evals, seed, a.samples)  # its greedy is the curve's last point
     if not curve or curve[-1][0] < spent - 1:
         curve.append((round(spent, 1), final["greedy"]))
     from reasoning_rl.models.lora import save_final
@@ -246,14 +247,17 @@ def run_rest(cfg, task, clock: Clock, point, budget: float, rounds: int = 2):
 
 
 
-def score(cfg, task, model, tok, rows, seed: int) -> dict:
-    """Greedy and 8 samples at temperature 0.7 per held-out prompt: greedy, maj@8, pass@1, with standard errors."""
+def score(cfg, task, model, tok, rows, seed: int, n: int = 8) -> dict:
+    """Greedy and n samples at temperature 0.7 per held-out prompt: greedy, maj@n, pass@1, with standard errors; as
+    episodes with the run's environment (the calculator the start was trained to call), as the recipe scores."""
     from reasoning_rl.eval.sampled import run_eval
+    from reasoning_rl.recipes.stages import _engine
     from reasoning_rl.rollout import SamplingConfig
 
-    res = run_eval(model, tok, task, rows, 8, SamplingConfig.of(cfg.generation, temperature=0.7, seed=seed),
-                   greedy=True, truncated=cfg.eval.truncated, batch_prompts=32, progress=False)
-    keep = ("greedy", "maj@8", "pass@1", "parseable", "cut")
+    with _engine(cfg, model, tok) as engine:
+        res = run_eval(model, tok, task, rows, n, SamplingConfig.of(cfg.generation, temperature=0.7, seed=seed),
+                       greedy=True, truncated=cfg.eval.truncated, batch_prompts=32, progress=False, engine=engine)
+    keep = ("greedy", f"maj@{n}", "pass@1", "parseable", "cut")
     return {k: round(v, 4) for k, v in res.metrics.items() if k in keep or k.removesuffix("_se") in keep}
 
 
@@ -265,12 +269,13 @@ def best_arm(results: dict) -> str:
 
 
 def table(results: dict) -> str:
-    lines = ["| arm | seed | held-out greedy | maj@8 | pass@1 (T 0.7) | CPU s / thread | wall s |",
+    lines = ["| arm | seed | held-out greedy | maj@n | pass@1 (T 0.7) | CPU s / thread | wall s |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for k in sorted(results, key=lambda k: (ARMS.index(results[k]["arm"]), results[k]["seed"])):
         r, f = results[k], results[k]["final"]
-        lines.append(f"| {r['arm']} | {r['seed']} | {f['greedy']:.3f} +- {f['greedy_se']:.3f} | {f['maj@8']:.3f} +- "
-                     f"{f['maj@8_se']:.3f} | {f['pass@1']:.3f} +- {f['pass@1_se']:.3f} | {r['cpu_s']:.0f} | "
+        maj = next(k for k in f if k.startswith("maj@") and not k.endswith("_se"))
+        lines.append(f"| {r['arm']} | {r['seed']} | {f['greedy']:.3f} +- {f['greedy_se']:.3f} | {f[maj]:.3f} +- "
+                     f"{f[maj + '_se']:.3f} ({maj}) | {f['pass@1']:.3f} +- {f['pass@1_se']:.3f} | {r['cpu_s']:.0f} | "
                      f"{r['wall_s']:.0f} |")
     return "\n".join(lines)
 
@@ -313,6 +318,7 @@ def main() -> None:
     ap.add_argument("--every-rounds", type=int, default=8, help="RL arms: rounds between curve points")
     ap.add_argument("--teacher", default="", help="distill: the teacher (default: the best arm's seed-0 model)")
     ap.add_argument("--out", default="runs/recipe_compare")
+    ap.add_argument("--samples", type=int, default=8, help="samples per held-out prompt for maj@n and pass@1")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a knob for every arm, over the recipe's (e.g. tasks.difficulty_file=RUN/1-sft/difficulty.jsonl,"
                          " the recipe's easy-first prior)")
@@ -341,7 +347,7 @@ def main() -> None:
                 subprocess.run([sys.executable, __file__, "--start", a.start, "--data", a.data, "--preset", a.preset,
                                 "--arm", arm, "--seed", str(seed), "--budget", str(a.budget), "--every",
                                 str(a.every), "--every-rounds", str(a.every_rounds), "--teacher", teacher,
-                                "--out", a.out, *[x for k in a.set for x in ("--set", k)],
+                                "--out", a.out, "--samples", str(a.samples), *[x for k in a.set for x in ("--set", k)],
                                 *(["--start-score", str(a.start_score)]
                                                   if a.start_score is not None else [])], check=True)
             with open(path) as f:
