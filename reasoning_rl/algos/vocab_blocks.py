@@ -25,9 +25,8 @@ writes the gradient once, from its closed form (p the student's probabilities):
                         and for beta = 0 (the forward KL) d/dz_v = (p_v - p_T,v) / tau
 
 The same values as the operator-by-operator formulas up to float rounding (tests/test_vocab_blocks.py checks values
-and gradients against autograd in float64), at about half their time on a 2-core CPU (measured on E, 32 x 64 x
-49,152: the sampled log-prob with entropy 1.38 -> 0.92 s forward and backward, the JSD at beta 1 2.5 -> 1.1 s; at
-beta 0.5 8.4 -> 3.5 s). No double backward (nothing here needs one). On a GPU the blocks are 32 times larger, so a
+and gradients against autograd in float64), in about half their time on a 2-core CPU (the figures:
+docs/results.md). No double backward (nothing here needs one). On a GPU the blocks are 32 times larger, so a
 long batch is tens of launches; that path has not run on a device here.
 
 Not here: the logits themselves (a model's forward pass, models/logprobs.py), any aggregation over tokens

@@ -3,10 +3,10 @@
 glibc's malloc serves every block above its mmap threshold (at most 32 MB) with a fresh `mmap` and unmaps it on
 free. A training step on a CPU allocates and frees the same large tensors every time (the logits alone are 400 MB at
 32 x 64 tokens of SmolLM2's 49,152-word vocabulary), so every step faults in, and the kernel zeroes, gigabytes of
-new pages: on machine E a real-model update took about a million minor page faults a step, 2.3 s of 18 s. With
+new pages (about a million minor page faults a step of a real-model update: docs/results.md). With
 `cpu_allocator=reuse` (the default) big blocks come from the heap and freed memory stays there
 (`mallopt(M_MMAP_MAX, 0)`, `mallopt(M_TRIM_THRESHOLD, the largest value)`): from the third step on the same update
-took no page faults and 15.9 s. The price: the process keeps its peak memory until it exits, as a GPU caching
+takes no page faults. The price: the process keeps its peak memory until it exits, as a GPU caching
 allocator does. `system` leaves glibc as it is. On a C library that is not glibc nothing changes (and it is said).
 
 Not here: torch's own allocators, any setting a process must have before it starts (LD_PRELOAD of jemalloc or

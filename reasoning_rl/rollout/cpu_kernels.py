@@ -121,9 +121,9 @@ def draw(probs: torch.Tensor, block: int = 256) -> torch.Tensor:
 
 
 PACK_ROWS = 32  # the rows a packed weight's layout is chosen for, and its shape timed at, when not told
-ROW_LIMIT = 8  # an input of more than ROW_LIMIT x those rows (a prompt's forward) goes to the layer's own weights: on
-#                machine E SmolLM2's forward of 560-2,400 prompt rows ran 0.87-0.90x eager's speed on weights laid out
-#                for 32 rows (0.96x at 280; docs/results.md)
+ROW_LIMIT = 8  # an input of more than ROW_LIMIT x those rows (a prompt's forward) goes to the layer's own weights:
+#                weights laid out for 32 rows ran a prompt's forward of hundreds of rows slower than eager
+#                (docs/results.md)
 
 
 @contextlib.contextmanager
@@ -155,8 +155,8 @@ def packed_linears(model, rows: int = PACK_ROWS, choose: Callable[[torch.nn.Line
 
 def packing_wins(layer: torch.nn.Linear, rows: int, rounds: int = 3) -> bool:
     """Whether a `rows`-row product with `layer`'s shape is faster packed than through `F.linear` (`packing.wins` on
-    its weight and bias, timed once per process and shape). (On machine E, at 32 rows, SmolLM2's key and value products,
-    576 -> 192, ran 0.87x packed while its others gained 1.1-2.2x.)"""
+    its weight and bias, timed once per process and shape): a model's narrow products may lose packed where its others
+    gain (docs/results.md)."""
     return packing.wins(layer.weight.detach(), None if layer.bias is None else layer.bias.detach(), rows, rounds)
 
 

@@ -10,9 +10,8 @@ positions, every row alive) under eager PyTorch and each kernel alone, `ROUNDS` 
 the kernels that won and its neighbours (the union less one of them, or plus one that lost alone), beside eager and
 the best kernel alone (their savings mostly add up: each replaces its own part of a step), takes each combination's
 best time, and keeps the fastest, or eager when none beats it by more than `MARGIN` (noise): never slower than
-eager by more than noise, wherever it runs. On SmolLM2-135M this costs about 14 s at 16 rows and 20 s at 32
-(machine D; measured after an 8-token prompt on machine C it took 8 s at 16 rows, and timing all eight combinations
-33 s; on machine E, slower, with the union plus each kernel that lost alone, 26 s at 16 rows and 35 s at 32). A
+eager by more than noise, wherever it runs. On SmolLM2-135M this costs some tens of seconds once per machine and
+shape (docs/results.md). A
 measurement made while other processes load the machine (load average above its usable cores), or whose rounds of
 one combination disagree by more than `NOISE` (a process started during it: the load average lags by a minute), is
 used by that run and kept apart from the cache, as provisional: a later run that finds the machine loaded too
@@ -65,10 +64,10 @@ WARM_STEPS = 2  # decode steps of the untimed first rollout of each combination
 CONTEXT = 128  # positions already in each row's cache when the timed steps begin (a prompt and part of an answer)
 ROUNDS = 2  # interleaved repetitions; the best of each combination counts
 NOISE = 0.5  # a combination whose rounds differ by more than this share of the faster one: provisional (on a
-#             quiet machine D they differ by up to 30%; a 2-thread process started beside us about doubles a round)
+#             quiet machine they differ by up to about 30%; a 2-thread process started beside us about doubles one)
 METHOD = 9  # part of the cache key: 9 times a combination with the step without packed and attention (unused
 #             beside it: `effective`); 8 adds the fused step (a fifth kernel) where the model can run it; 7 also
-#             times the winners' union plus each kernel that lost alone (6 did not, and on E missed the attention
+#             times the winners' union plus each kernel that lost alone (6 did not, and could miss the attention
 #             beside the buffer); 6 packs weights in oneDNN's blocked layout, per shape
 #             where that wins (5 copied them in their plain layout: to_mkldnn); 5 buffers the buffer's cache before
 #             the clock (4 copied it in on the clock, in the first timed step: 1.00 of eager where a rollout gains
@@ -136,7 +135,7 @@ def measure(model, rows: int, possible: Kernels, decoding_with) -> Measured:
     and each kernel alone are timed first (interleaved); where one or more beat eager by more than MARGIN, the union
     of those winners and its neighbours (the union less one winner, where two or more remain: with three winners,
     every combination of them; the union plus one kernel that did not win alone, since two kernels can interact:
-    on machine E the decode attention gained nothing alone and 5-27% beside the KV buffer, whose strided cache slows
+    the decode attention can gain nothing alone and much beside the KV buffer, whose strided cache slows
     sdpa down) are timed in a second phase, interleaved with eager and the best single kernel, so that the contest
     that decides (the best kernel alone against the combinations) is run within one phase: a machine whose load
     changed between the phases cannot tilt it. The first phase's other times are then put on the second phase's

@@ -2,7 +2,7 @@
 
 transformers' `DynamicLayer` grows a layer's keys and values with `torch.cat` at every step, so a decode step over
 L cached positions copies the whole (b, Hkv, L, D) cache of every layer twice: on SmolLM2-135M at 32 rows and
-96-128 positions that was 12% of a step on machine D (docs/results.md). A `BufferedLayer` keeps each layer's keys
+96-128 positions a tenth of a step (docs/results.md). A `BufferedLayer` keeps each layer's keys
 and values in a (b, Hkv, capacity, D) tensor with room after the cached positions: a step writes its position in
 place and hands the attention a view of the first n positions (strided: its batch and head strides span the
 capacity). Dropping finished rows (`batch_select_indices`) and copying a prompt's cache for its samples

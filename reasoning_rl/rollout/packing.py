@@ -4,8 +4,7 @@
 by every weight matrix, so on a CPU the same weight is repacked at every step. `pack(w, rows)` copies it once into
 the blocked layout oneDNN's linear picks for `rows`-row products (what PyTorch's compiler does to a frozen CPU
 model's weights) and `linear(x, packed, b)` multiplies with it. Whether that pays depends on the processor and the
-shape (on machine E, at 32 rows, SmolLM2's key and value products, 576 -> 192, ran 0.87x packed while its other
-shapes gained 1.1-2.2x; docs/results.md), so `wins(w, b, rows)` times both on this machine, once per process and
+shape (a model's narrow key and value products may lose packed where its other shapes gain; docs/results.md), so `wins(w, b, rows)` times both on this machine, once per process and
 shape.
 
     possible() -> bool                 # this torch build has oneDNN's linear on packed weights
