@@ -10,7 +10,8 @@ from reasoning_rl import config
 from reasoning_rl.config.sections import Config
 from reasoning_rl.errors import UserError
 from reasoning_rl.rollout.environments import ENVIRONMENTS, calculate
-from reasoning_rl.task.task import Task, calculator_segments
+from reasoning_rl.task.solutions import calculator_segments
+from reasoning_rl.task.task import Task
 
 # (gold solution, the episode's turns: the model's text up to a call and the value the solution gives it, then the
 # closing text)

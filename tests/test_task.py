@@ -11,7 +11,8 @@ from reasoning_rl.config.knobs import from_dict
 from reasoning_rl.config.sections import GRPOConfig, TaskConfig
 from reasoning_rl.errors import UserError
 from reasoning_rl.eval import held_out
-from reasoning_rl.task.task import Task, gsm8k_answer, last_boxed
+from reasoning_rl.task.solutions import gsm8k_answer, last_boxed
+from reasoning_rl.task.task import Task
 from reasoning_rl.task.check import probe_references
 from reasoning_rl.task.sources import load_split_rows
 

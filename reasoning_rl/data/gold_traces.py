@@ -23,7 +23,8 @@ from ..errors import UserError
 from ..rollout.base import SamplingConfig
 from ..rollout.environments import ENVIRONMENTS, calculate
 from ..rollout.episodes import EpisodeLimits, run_episodes
-from ..task.task import Task, calculator_segments
+from ..task.solutions import calculator_segments
+from ..task.task import Task
 from .tool_traces import end_of_turn
 
 

@@ -130,3 +130,22 @@ def split_by_hash(rows: list[Any], key: Callable[[Any], str], percent: int) -> t
     for r in rows:
         (test if stable_hash(key(r)) % 100 < percent else train).append(r)
     return train, test
+
+
+def column(row: dict, path: str) -> Any:
+    """row[path], where dots reach into nested mappings ("reward_model.ground_truth"); KeyError if absent."""
+    node: Any = row
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(path)
+        node = node[part]
+    return node
+
+
+def has_column(r: dict, path: str) -> bool:
+    """Whether `column(r, path)` finds a value."""
+    try:
+        column(r, path)
+    except KeyError:
+        return False
+    return True

@@ -22,94 +22,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import verifiers
-from verifiers.math_extract import boxed_answers
 from verifiers.prm import prm_term
 
 from ..config.sections import GRPOConfig, RLConfig, TaskConfig
 from ..errors import UserError
 from .presets import DATA_SOURCES, PRESETS, Preset
-from .sources import load_split_rows, split_by_hash
+from .solutions import EXTRACTORS, boxed_target
+from .sources import column, has_column as _has, load_split_rows, split_by_hash
 from ..types import Group, Sample, Status, Verdict
 
 _EMPTY = (None, "", [], {})
-
-
-def column(row: dict, path: str) -> Any:
-    """row[path], where dots reach into nested mappings ("reward_model.ground_truth"); KeyError if absent."""
-    node: Any = row
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise KeyError(path)
-        node = node[part]
-    return node
-
-
-def gsm8k_answer(solution: str) -> str | None:
-    """The gold answer after GSM8K's last '####' marker, thousands separators removed."""
-    if "####" not in solution:
-        return None
-    return solution.rsplit("####", 1)[1].strip().replace(",", "") or None
-
-
-CALCULATOR = re.compile(r"<<[^<>]*>>")
-
-
-def boxed_target(solution: str) -> str:
-    """A GSM8K-style gold solution as a completion that states its answer in a box: the lines before its last '####'
-    with the calculator annotations (<<48/2=24>>) removed, then 'The answer is \\boxed{N}.' (tasks.target_format
-    boxed). A solution without '####' is returned as it is."""
-    answer = gsm8k_answer(solution)
-    if answer is None:
-        return solution
-    body = CALCULATOR.sub("", solution.rsplit("####", 1)[0]).strip()
-    return (body + "\n" if body else "") + f"The answer is \\boxed{{{answer}}}."
-
-
-_ANNOTATED = re.compile(r"<<([^<>=\n]{1,80})=([^<>\n]{1,40})>>")  # GSM8K's <<48/2=24>>
-_EQUATION = re.compile(r"^\s*([-+*/().\d\s]*\d[-+*/().\d\s]*?)\s*=\s*(-?[\d,]*\.?\d+)\s*$")  # a line "56 * 9 = 504"
-_OPERATOR = re.compile(r"\d\s*[-+*/]\s*[(\d]")
-
-
-def calculator_segments(solution: str) -> list[tuple[str, str]] | None:
-    """A GSM8K-style gold solution as the turns of a calculator episode (tasks.target_format calculator): a list of
-    (the model's text up to and including a call `<<expression>>`, the value the solution gives it), the last one
-    (the closing text, ""): its final line 'The answer is \\boxed{N}.'. Each of GSM8K's annotations `<<48/2=24>>`
-    becomes a call where it stands; a line that is an equation and nothing else (`56 * 9 = 504`) becomes a call of its
-    left side. None for a solution without '####' or without a calculation."""
-    answer = gsm8k_answer(solution)
-    if answer is None:
-        return None
-    turns: list[tuple[str, str]] = []
-    text = ""
-    for line in solution.rsplit("####", 1)[0].strip().splitlines():
-        eq = _EQUATION.match(line)
-        if eq and not _ANNOTATED.search(line) and _OPERATOR.search(eq.group(1)):
-            turns.append((text + f"<<{eq.group(1).strip()}>>", eq.group(2).replace(",", "")))
-            text = ""
-            continue
-        start = 0
-        for m in _ANNOTATED.finditer(line):  # the text before each annotation and the call close a turn
-            turns.append((text + line[start:m.start()] + f"<<{m.group(1).strip()}>>", m.group(2).strip()))
-            text, start = "", m.end()
-        text += (line[start:].lstrip() if start else line) + "\n"  # after a call: its answer ended with a newline
-    if not turns:
-        return None
-    return turns + [(text + f"The answer is \\boxed{{{answer}}}.", "")]
-
-
-def last_boxed(solution: str) -> str | None:
-    boxes = boxed_answers(solution)
-    return boxes[-1].strip() if boxes else None
-
-
-EXTRACTORS: dict[str, Callable[[str], str | None]] = {"none": lambda s: s, "gsm8k": gsm8k_answer, "boxed": last_boxed}
 
 
 def _is_messages(x: Any) -> bool:
@@ -478,14 +406,6 @@ def outcome_of(tc: TaskConfig) -> str:
 def _routing_col(tc: TaskConfig) -> str:
     col = tc.outcome_col or PRESETS[tc.preset].outcome_col
     return "" if col == "none" else col
-
-
-def _has(r: dict, path: str) -> bool:
-    try:
-        column(r, path)
-    except KeyError:
-        return False
-    return True
 
 
 def _prompt_of(r: Any, tc: TaskConfig, preset: Preset) -> Any:
