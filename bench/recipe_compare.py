@@ -254,6 +254,11 @@ def score(cfg, task, model, tok, rows, seed: int, n: int = 8) -> dict:
     from reasoning_rl.recipes.stages import _engine
     from reasoning_rl.rollout import SamplingConfig
 
+    if n == 0:  # greedy alone
+        from reasoning_rl.eval import held_out
+
+        p = held_out.configured(cfg, task, model, tok, rows, rl=cfg.grpo if cfg.grpo.environment else None)["accuracy"]
+        return {"greedy": round(p, 4), "greedy_se": round((p * (1 - p) / len(rows)) ** 0.5, 4)}
     with _engine(cfg, model, tok) as engine:
         res = run_eval(model, tok, task, rows, n, SamplingConfig.of(cfg.generation, temperature=0.7, seed=seed),
                        greedy=True, truncated=cfg.eval.truncated, batch_prompts=32, progress=False, engine=engine)
@@ -273,10 +278,11 @@ def table(results: dict) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for k in sorted(results, key=lambda k: (ARMS.index(results[k]["arm"]), results[k]["seed"])):
         r, f = results[k], results[k]["final"]
-        maj = next(k for k in f if k.startswith("maj@") and not k.endswith("_se"))
-        lines.append(f"| {r['arm']} | {r['seed']} | {f['greedy']:.3f} +- {f['greedy_se']:.3f} | {f[maj]:.3f} +- "
-                     f"{f[maj + '_se']:.3f} ({maj}) | {f['pass@1']:.3f} +- {f['pass@1_se']:.3f} | {r['cpu_s']:.0f} | "
-                     f"{r['wall_s']:.0f} |")
+        maj = next((k for k in f if k.startswith("maj@") and not k.endswith("_se")), None)
+        sampled = (f"{f[maj]:.3f} +- {f[maj + '_se']:.3f} ({maj}) | {f['pass@1']:.3f} +- {f['pass@1_se']:.3f}"
+                   if maj else "- | -")  # --samples 0: greedy alone
+        lines.append(f"| {r['arm']} | {r['seed']} | {f['greedy']:.3f} +- {f['greedy_se']:.3f} | {sampled} | "
+                     f"{r['cpu_s']:.0f} | {r['wall_s']:.0f} |")
     return "\n".join(lines)
 
 
@@ -296,7 +302,8 @@ def plot(results: dict, start: float, path: str) -> None:
     ax.axhline(start, ls=":", color="black", label=f"SFT start {start:.3f}")
     ax.set_xlabel("training CPU seconds per thread (evaluations not counted); seed 0 solid, seed 1 dashed")
     ax.set_ylabel("held-out accuracy (greedy)")
-    ax.set_title("From one SFT start on MAWPS/ASDiv-A: GRPO, PPO, DPO, ReST-EM, distillation")
+    arms = [a for a in ARMS if any(r["arm"] == a for r in results.values())]
+    ax.set_title(f"From one SFT start on MAWPS/ASDiv-A: {', '.join(arms)}")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -1,7 +1,7 @@
 """`reasoning-rl recipe`: SFT on a data set's gold solutions, then GRPO from it (and any further stages), each stage a
 run folder of its own, scored on the held-out split after it, resumable stage by stage (reasoning_rl/recipes/).
 
-RECIPE_DEFAULTS are its sizes for a 2-core CPU on short word problems (about 45 minutes with the real model; the
+RECIPE_DEFAULTS are its sizes for a 2-core CPU on short word problems (about 35 minutes with the real model; the
 measurement is in docs/results.md): applied over the defaults and a --config file, under --set. `--budget long`
 multiplies every stage's steps by 4. Where the command does not set generation.max_tokens, the completions may run
 to 1.5 times the 95th percentile of the gold solutions' lengths (at least 128 tokens), said in one line; an episode
@@ -26,7 +26,7 @@ RECIPE_DEFAULTS: tuple[str, ...] = (
     "recipe.sft_lora_r=16", "sft.steps=60", "sft.batch_size=16", "sft.lr=1e-3", "sft.warmup_steps=5",
     "sft.checkpoint_every=20", "sft.log_every=10",
     "model.lora.r=16", "model.lora.alpha=32", "generation.temperature=0.7",
-    "grpo.steps=30", "grpo.prompts_per_step=4", "grpo.group_size=8", "grpo.minibatch_size=32",
+    "grpo.steps=15", "grpo.prompts_per_step=4", "grpo.group_size=8", "grpo.minibatch_size=32",
     "grpo.max_refill_rounds=0", "grpo.warmup_steps=0", "grpo.lr=5e-5", "grpo.sampler=easy_first",
     "grpo.checkpoint_every=10", "grpo.train_prompts=256",
     "ppo.steps=30", "ppo.prompts_per_step=16", "ppo.minibatch_size=32", "ppo.lr=3e-4", "ppo.warmup_steps=0",
@@ -47,7 +47,7 @@ def add_recipe_command(sub) -> None:
     add_task_args(p, verifier=True)
     p.add_argument("--model", metavar="NAME", help="the model to start from (same as --set model.name_or_path=...)")
     p.add_argument("--budget", choices=sorted(BUDGETS), default="short",
-                   help="short: sized for about 45 minutes on 2 cores on short word problems; long: every stage's "
+                   help="short: sized for about 35 minutes on 2 cores on short word problems; long: every stage's "
                         "steps x 4 (recipe.scale)")
     p.add_argument("--resume", action="store_true", help="continue the recipe in output_dir: done stages are kept, "
                                                          "the one cut short goes on from what it kept")
