@@ -32,6 +32,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 from tests.machine_as.as_machine import VAR as _AS_VAR, apply as _as_machine
 
 _AS = _as_machine()
+if _AS:  # the processes this one spawns (a generation worker) start under the same settings
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "machine_as")] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
 
 # A shell starts a background job (`make test &`) with SIGINT ignored, and Python then installs no Ctrl-C handler
 # of its own; the interrupt tests simulate Ctrl-C with `_thread.interrupt_main`, which does nothing then. The
