@@ -153,6 +153,17 @@ def pad_values(seqs: list[list[float]], shape: tuple[int, int]) -> torch.Tensor:
     return out
 
 
+def pad_floors(floors: Sequence[Sequence[float]], shape: tuple[int, int]) -> torch.Tensor | None:
+    """Rows' kept-set floors (types.Sample.floors; empty: nothing cut) as a (B, Tc) tensor, -inf on every other
+    position; None when no row has any (the whole softmax everywhere)."""
+    if not any(floors):
+        return None
+    out = torch.full(shape, float("-inf"))
+    for i, f in enumerate(floors):
+        out[i, :len(f)] = torch.tensor(list(f), dtype=out.dtype)
+    return out
+
+
 @dataclass(frozen=True)
 class TokenBatch:
     """Rollouts as tensors: the prompt left-padded, the completion right-padded, and the log-probs the
@@ -194,11 +205,7 @@ def pad_rollouts(prompt_ids: list[list[int]], completion_ids: list[list[int]], l
     if loss_masks is not None and any(0 in m for m in loss_masks):
         rows = [list(m) if m else [1] * len(c) for m, c in zip(loss_masks, completion_ids)]
         loss = pad_values(rows, tuple(c_ids.shape)).to(c_mask.dtype) * c_mask
-    floor = None
-    if floors is not None and any(floors):
-        floor = torch.full(tuple(c_ids.shape), float("-inf"))
-        for i, f in enumerate(floors):
-            floor[i, :len(f)] = torch.tensor(list(f), dtype=floor.dtype)
+    floor = pad_floors(floors, tuple(c_ids.shape)) if floors is not None else None
     b = TokenBatch(p_ids, p_mask, c_ids, c_mask, pad_values(logp_old, tuple(c_ids.shape)), loss, floor)
     return b if device is None else b.to(device)
 

@@ -117,7 +117,7 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
     engine truncated: types.Sample.floors)."""
     import torch
 
-    from ..models.logprobs import pad_values
+    from ..models.logprobs import pad_floors
 
     pairs = [(g.prompt, s) for g in groups for s in g.samples if s.token_ids and s.logprobs]
     if not pairs:
@@ -128,10 +128,8 @@ def logprob_mismatch(model, tokenizer, groups: Sequence[Group], temperature: flo
         p_ids, p_mask = pad_prompts([tokenizer(p)["input_ids"] for p, _ in chunk], tokenizer.pad_token_id)
         c_ids, c_mask = pad_completions([list(s.token_ids) for _, s in chunk], tokenizer.pad_token_id)
         dev = model.device
-        floor = None
-        if any(s.floors for _, s in chunk):
-            floor = pad_values([list(s.floors) or [float("-inf")] * len(s.token_ids) for _, s in chunk],
-                               tuple(c_ids.shape)).masked_fill(c_mask == 0, float("-inf")).to(dev)
+        floor = pad_floors([s.floors for _, s in chunk], tuple(c_ids.shape))
+        floor = None if floor is None else floor.to(dev)
         with torch.no_grad():
             lp = token_logprobs(model, p_ids.to(dev), p_mask.to(dev), c_ids.to(dev), c_mask.to(dev),
                                 temperature=temperature or 1.0, floor=floor).cpu()

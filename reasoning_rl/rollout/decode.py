@@ -25,7 +25,8 @@ in one left-padded pass (logits equal up to float rounding).
 logp is the log-probability of each sampled token under the distribution it was drawn from: log softmax(logits / T)
 over the whole vocabulary, or, with top-p / top-k truncation, renormalised over the kept set (the tokens the draw
 could pick). `sample_kept` also returns each token's `floor`: a value of logits / T between its kept set's smallest and
-the largest cut (`kept_floor`; -inf where nothing was cut), which rebuilds the set from recomputed logits (models/logprobs.py; docs/algorithms.md §kept-set).
+the largest cut (`kept_floor`; -inf where nothing was cut), which rebuilds the set from recomputed logits
+(models/logprobs.py; docs/algorithms.md §kept-set).
 Greedy (T = 0) takes the argmax and the raw log-softmax.
 Sampling draws from torch's global generator, like `generate`, so a seeded run repeats; by default with
 `torch.multinomial`, as `generate` does (the same draws), or with another `draw` (cpu_kernels.py: one uniform
