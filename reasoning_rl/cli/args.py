@@ -121,6 +121,7 @@ def load_task(cfg, split: str | None = None, limit: int = 0, log=None):
     task.render(load_tokenizer(cfg), tools=prompt_tools(cfg.grpo))  # `reasoning-rl eval` runs grpo's environment
     names = {"train": ("train", cfg.tasks.train_split), "test": ("held-out", "test", cfg.tasks.test_split)}
     task.note_dropped(*([log] if log else []), splits=None if split in (None, "all") else names[split])
+    task.note_format(cfg.model.name_or_path, cfg.generation.stop, *([log] if log else []))
     if split is None:
         return task
     rows = task.rows(split)

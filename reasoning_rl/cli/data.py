@@ -124,7 +124,7 @@ def cmd_curate(args) -> int:
     _set_threads(cfg)
     model, tok = load_policy(cfg)
     temperature = cfg.generation.temperature if args.temperature is None else args.temperature
-    sampling = SamplingConfig.of(cfg.generation, temperature=temperature,
+    sampling = SamplingConfig.of(cfg.generation, temperature=temperature, stop=task.stops(cfg.generation.stop),
                                  max_tokens=args.max_tokens or cfg.generation.max_tokens, seed=cfg.seed)
     print(f"curate: {cfg.model.name_or_path} samples {args.n} per prompt at temperature {temperature:g}, top_p "
           f"{cfg.generation.top_p:g}, <= {sampling.max_tokens} tokens", file=sys.stderr)
@@ -224,7 +224,8 @@ def cmd_eval(args) -> int:
         json.dump(described, f, indent=1)
     _set_threads(cfg)
     model, tok = load_policy(cfg)
-    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed)
+    sampling = SamplingConfig.of(cfg.generation, temperature=args.temperature, seed=cfg.seed,
+                                 stop=task.stops(cfg.generation.stop))
     engine = None
     if cfg.grpo.environment:  # every sample a multi-turn episode, as the run with this environment trains on
         from ..rollout.episodes import EpisodeEngine
@@ -257,9 +258,24 @@ def cmd_eval(args) -> int:
               f"tokens {m['cut']:.3f} +- {m['cut_se']:.3f}, accuracy among parseable "
               + (f"{m['accuracy_parseable']:.3f} +- {m['accuracy_parseable_se']:.3f}" if "accuracy_parseable" in m
                  else "- (none parseable)"), file=sys.stderr)
+    if m.get("cut") == 1.0:
+        print(all_cut_line(cfg, task), file=sys.stderr)
     print(f"samples with their verdicts: {cfg.output_dir}/archive.jsonl (reasoning-rl reverify {cfg.output_dir})",
           file=sys.stderr)
     return 0
+
+
+def all_cut_line(cfg, task) -> str:
+    """What an evaluation whose every completion was cut at the token limit says: nothing ended, and the likely why."""
+    line = f"note: every completion was cut at generation.max_tokens={cfg.generation.max_tokens} (none ended): "
+    if task.plain and not task.stops(cfg.generation.stop):
+        return line + (f"{cfg.model.name_or_path} has no chat template and no stop string is set, so nothing ends "
+                       "its answer; set generation.stop (e.g. '[\"\\nQuestion:\"]') or tasks.plain_template")
+    if task.plain:
+        return line + (f"{cfg.model.name_or_path} has no chat template and its completions never reached "
+                       f"generation.stop {list(task.stops(cfg.generation.stop))!r}; raise generation.max_tokens, "
+                       "or train it to answer in this form (sft)")
+    return line + "raise generation.max_tokens, or check that the model ends its turn (its EOS)"
 
 
 def announce_kernels(cfg, model, rows: int, log=lambda m: print(m, file=sys.stderr)) -> None:

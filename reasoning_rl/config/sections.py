@@ -71,8 +71,14 @@ class TaskConfig:
     template: str = knob("", "prompt text as a format string of the row's columns, e.g. '{question}\\nAnswer:' "
                              "(empty = the prompt column as is)")
     chat_template: Literal["auto", "on", "off"] = knob(
-        "auto", "render prompts with the tokenizer's chat template: auto = when it has one, on = required, off = "
-                "never (plain text)")
+        "auto", "render prompts with the tokenizer's chat template: auto = when it has one (else in "
+                "tasks.plain_template), on = required, off = never (the text as tasks.template makes it)")
+    plain_template: str = knob(
+        "", "how a prompt reads for a model with no chat template (a base model, tasks.chat_template auto): a format "
+            "string around {prompt} (the text with its instruction and system prompt), e.g. 'Question: {prompt}"
+            "\\nAnswer:'; its text before {prompt} is the cue generation.stop ends a completion at by default. "
+            "Empty = 'Question: {prompt}\\nAnswer:' where the verifier reads the completion alone, '{prompt}' where "
+            "it continues the prompt (a code body)")
     max_prompt_tokens: int = knob(0, "rows whose rendered prompt is longer are dropped and counted, never "
                                      "truncated (0 = no limit)", min=0)
     checked: Literal["", "completion", "prompt+completion"] = knob(
@@ -176,6 +182,11 @@ class GenerationConfig:
     top_p: float = knob(1.0, "sampling nucleus mass (TRL top_p)", min=0.0, max=1.0)
     max_tokens: int = knob(32, "longest completion in tokens, for every command that generates (TRL "
                                "max_completion_length); the tiny tasks need <= 6 tokens direct, <= 30 worked", min=1)
+    stop: tuple[str, ...] = knob((), "stop strings: a completion ends at the token that completes one (the string is "
+                                      "cut from the text the verifiers read; its tokens stay in the ids the trainer "
+                                      "trains, as EOS does); empty = where prompts are in tasks.plain_template (a "
+                                      "model with no chat template), the template's cue for the next question "
+                                      "('\\nQuestion:'), else none (TRL / vLLM stop)")
     cpu_decode: Literal["auto", "eager", "packed"] = knob(
         "auto", "the hf engine's kernels on a CPU (rollouts, sampled and greedy evaluation): packed = each linear "
                 "layer's weight copied once per call into oneDNN's blocked layout (the layer shapes measured faster so "

@@ -43,7 +43,7 @@ def sample_pairs(cfg, model, tokenizer, task: Task, rows: Sequence[dict], n: int
 
     gen = cfg.generation
     groups = sample_verified(model, tokenizer, task, rows, n,
-                             SamplingConfig.of(gen, seed=cfg.seed),
+                             SamplingConfig.of(gen, seed=cfg.seed, stop=task.stops(gen.stop)),
                              log=log)
     return build_pairs(groups, task.outcome, pair_cfg, policy=cfg.model.name_or_path,
                        verifier_version=verifiers.get(task.outcome).version)

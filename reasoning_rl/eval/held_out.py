@@ -30,16 +30,16 @@ from ..types import Status
 
 
 def held_out(task, model, tok, rows: Sequence[dict], *, max_tokens: int = 32, pool=None, truncated: str = "fail",
-             cpu_decode: str = "auto", rl=None) -> dict[str, float]:
+             cpu_decode: str = "auto", rl=None, stop: Sequence[str] = ()) -> dict[str, float]:
     """Greedy held-out scores of `rows` (see the module's docstring). `rl`: a run's RL section; when it names an
     environment (`grpo.environment`), each row is a greedy episode with that environment and its limits.
-    `cpu_decode`: GenerationConfig's."""
+    `cpu_decode`, `stop`: GenerationConfig's (the task's plain-template cue when `stop` is empty: Task.stops)."""
     if not rows:
         raise UserError(f"eval: no held-out rows of {task.source!r} to evaluate")
     if rl is not None and rl.environment:
-        return _episodes(task, model, tok, rows, rl, max_tokens, pool, truncated, cpu_decode)
+        return _episodes(task, model, tok, rows, rl, max_tokens, pool, truncated, cpu_decode, task.stops(stop))
     completions, cut = greedy.greedy_decode(model, tok, [r["prompt"] for r in rows], max_tokens,
-                                            cpu_decode=cpu_decode)
+                                            cpu_decode=cpu_decode, stop=task.stops(stop))
     return score(task, rows, completions, cut, pool, truncated)
 
 
@@ -49,9 +49,9 @@ def accuracy(task, model, tok, rows: Sequence[dict], **kw) -> float:
 
 
 def configured(cfg, task, model, tok, rows: Sequence[dict], pool=None, rl=None) -> dict[str, float]:
-    """`held_out` as a run's config sets it: generation.max_tokens, eval.truncated and generation.cpu_decode."""
+    """`held_out` as a run's config sets it: generation.max_tokens, .cpu_decode and .stop, and eval.truncated."""
     return held_out(task, model, tok, rows, max_tokens=cfg.generation.max_tokens, pool=pool,
-                    truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode, rl=rl)
+                    truncated=cfg.eval.truncated, cpu_decode=cfg.generation.cpu_decode, rl=rl, stop=cfg.generation.stop)
 
 
 def score(task, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[bool], pool=None,
@@ -75,7 +75,7 @@ def score(task, rows: Sequence[dict], completions: Sequence[str], cut: Sequence[
 
 
 def _episodes(task, model, tok, rows: Sequence[dict], rl, max_tokens: int, pool, truncated: str,
-              cpu_decode: str) -> dict[str, float]:
+              cpu_decode: str, stop: tuple[str, ...] = ()) -> dict[str, float]:
     """Greedy episodes with the environment and limits `rl` names, scored as single completions are, and their tool
     calls per episode."""
     from ..rollout import SamplingConfig
@@ -87,7 +87,7 @@ def _episodes(task, model, tok, rows: Sequence[dict], rl, max_tokens: int, pool,
         eps = run_episodes(model, tok, env, [{"prompt_id": r.get("prompt_id", str(i)), "prompt": r["prompt"],
                                               **{k: r[k] for k in ("messages", "tools") if k in r}}
                                              for i, r in enumerate(rows)],
-                           SamplingConfig(temperature=0.0, max_tokens=max_tokens, cpu_decode=cpu_decode),
+                           SamplingConfig(temperature=0.0, max_tokens=max_tokens, cpu_decode=cpu_decode, stop=stop),
                            EpisodeLimits.of(rl))
     finally:
         getattr(env, "shutdown", lambda: None)()

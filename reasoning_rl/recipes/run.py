@@ -169,6 +169,7 @@ def run_recipe(cfg: Config, out: str, resume: bool = False, log=print) -> Record
         task.gold_rows()  # no gold solution column: one line now, not after the base model's evaluation
     task.render(load_tokenizer(cfg))
     task.note_dropped(log)
+    task.note_format(cfg.model.name_or_path, cfg.generation.stop, log)
     rec = _open(given, out, stages, resume, log)
     start, earlier = cfg.model.name_or_path, []
     # a signal between stages (a stage's own run handles one within it): the recipe stops before the next stage

@@ -186,7 +186,8 @@ def _own_samples(ctx: Ctx, model, tok, prompts: int, n: int) -> list:
         return read_archive_rounds(path).get(0, [])
     with _engine(ctx.cfg, model, tok) as engine:
         groups = sample_verified(model, tok, ctx.task, ctx.task.train[:prompts], n,
-                                 SamplingConfig.of(ctx.cfg.generation, seed=ctx.cfg.seed), log=lambda *_: None,
+                                 SamplingConfig.of(ctx.cfg.generation, seed=ctx.cfg.seed,
+                                                   stop=ctx.task.stops(ctx.cfg.generation.stop)), log=lambda *_: None,
                                  engine=engine)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -309,7 +310,7 @@ def score(ctx: Ctx, trained: Trained | None) -> dict:
     note = cpu_kernels.auto_choice(cfg.generation.cpu_decode, model, min(128, cfg.eval.batch_prompts))
     if note:
         ctx.log(note)
-    greedy = SamplingConfig.of(cfg.generation, temperature=0.0, seed=cfg.seed)
+    greedy = SamplingConfig.of(cfg.generation, temperature=0.0, seed=cfg.seed, stop=ctx.task.stops(cfg.generation.stop))
     spec["environment"] = cfg.grpo.environment
     with stop_requests(ctx.log, after="the evaluation's batch in progress (the finished ones are kept)") as stop, \
             _engine(cfg, model, tok) as engine:

@@ -26,7 +26,6 @@ class SamplingConfig(GenerationConfig):
     """One engine call's sampling: the generation config's knobs (temperature, top_p, max_tokens, declared there
     once) and what a call adds. `SamplingConfig.of(cfg.generation, seed=...)` takes a run's."""
     top_k: int = knob(0, "keep the k most likely tokens (0 = off)", min=0)
-    stop: tuple[str, ...] = knob((), "stop strings (the stop string is not part of the completion)")
     seed: int | None = knob(None, "sampling seed (None = not reseeded)")
     chat: bool = knob(False, "apply the tokenizer's chat template to each prompt")
     share_prefill: bool = knob(True, "hf engine: run each prompt through the model once for all its samples and copy "

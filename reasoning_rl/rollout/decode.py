@@ -194,10 +194,18 @@ def _next_token(logits: torch.Tensor, temperature: float, top_p: float, top_k: i
 
 def sample(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_tokens: int, eos_id,
            temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, repeats: int = 1, draw=None,
-           share: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+           share: bool = False, stop_texts=(), tokenizer=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     ids, logp, lengths, _, _ = sample_kept(model, input_ids, attention_mask, max_tokens, eos_id, temperature, top_p,
-                                           top_k, repeats, draw=draw, share=share)
+                                           top_k, repeats, draw=draw, share=share, stop_texts=stop_texts,
+                                           tokenizer=tokenizer)
     return ids, logp, lengths
+
+
+def cut_at_stop(text: str, stop_texts) -> tuple[str, bool]:
+    """`text` before the earliest of `stop_texts` it holds, and whether it held one (a row the decode loop ended at
+    a stop string: its ids keep the token that completed it, its text does not)."""
+    at = min((i for i in (text.find(s) for s in stop_texts if s) if i >= 0), default=-1)
+    return (text[:at], True) if at >= 0 else (text, False)
 
 
 @torch.no_grad()

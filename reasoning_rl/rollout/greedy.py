@@ -18,9 +18,10 @@ def greedy_complete(model, tokenizer, prompts: list[str], max_new_tokens: int = 
 
 
 def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32, batch_size: int = 128,
-                  cpu_decode: str = "auto") -> tuple[list[str], list[bool]]:
-    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn);
-    on the kernels `cpu_decode` chooses (GenerationConfig.cpu_decode)."""
+                  cpu_decode: str = "auto", stop: tuple[str, ...] = ()) -> tuple[list[str], list[bool]]:
+    """Greedy completions, EOS not included, and for each whether it was cut at `max_new_tokens` (no end of turn
+    and no stop string); on the kernels `cpu_decode` chooses (GenerationConfig.cpu_decode). `stop`: stop strings (a
+    completion ends at the first, cut before it)."""
     texts: list[str] = []
     cut: list[bool] = []
     tokenizer.padding_side = "left"
@@ -32,10 +33,11 @@ def greedy_decode(model, tokenizer, prompts: list[str], max_new_tokens: int = 32
             for i in range(0, len(prompts), batch_size):
                 enc = tokenizer(prompts[i:i + batch_size], return_tensors="pt", padding=True).to(model.device)
                 ids, _, lengths = decode.sample(model, enc["input_ids"], enc["attention_mask"], max_new_tokens,
-                                                stops, temperature=0.0)
+                                                stops, temperature=0.0, stop_texts=stop, tokenizer=tokenizer)
                 for row, n in zip(ids.tolist(), lengths.tolist()):
-                    texts.append(tokenizer.decode(row[:n], skip_special_tokens=True))
-                    cut.append(n == 0 or row[n - 1] not in stops)  # the last token kept is no stop
+                    text, stopped = decode.cut_at_stop(tokenizer.decode(row[:n], skip_special_tokens=True), stop)
+                    texts.append(text)
+                    cut.append(not stopped and (n == 0 or row[n - 1] not in stops))  # no end of turn, no stop
     finally:
         model.train(was_training)
     return texts, cut

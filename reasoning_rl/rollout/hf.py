@@ -1,13 +1,13 @@
 """The `hf` rollout engine: batched `transformers` generation with sampling, on CPU or GPU.
 
 The engine samples from the very model object the trainer updates (`update_weights` swaps
-in another), so "pushing weights" costs nothing. Log-probabilities come from the raw
-logits of each generation step at the sampling temperature (`output_logits=True`).
+in another), so "pushing weights" costs nothing. Log-probabilities come from the logits
+of each decode step at the sampling temperature (over the kept set where top-p / top-k cut).
 A completion ends at EOS (kept as its last token, finish "stop"), at a stop string
 (cut before it, finish "stop"), or at `max_tokens` (finish "length").
 
-Sampling runs in `decode.sample`, which drops each row from the batch and the KV cache as it
-finishes; `generate` is used only when stop strings are asked for. `continue_ids` samples one
+Sampling runs in `decode.sample_kept`, which drops each row from the batch and the KV cache as it
+finishes (at EOS, at a stop string, or at max_tokens). `continue_ids` samples one
 segment after each of several token sequences (a multi-turn episode's next turn, rollout/episodes.py).
 
 A group's prompt is run through the model once and its KV cache copied for each sample; an episode's cache is
@@ -115,68 +115,25 @@ class HFEngine:
 
     def _batch(self, texts: list[str], n: int, s: SamplingConfig, draw=None) -> list[Sample]:
         """n samples of each prompt, prompt by prompt (each prompt's forward pass made once, decode.py); `draw`
-        samples a token in place of torch.multinomial (cpu_kernels.py)."""
-        import torch
-
+        samples a token in place of torch.multinomial (cpu_kernels.py). A sample that completes a stop string ends
+        at the token that completed it (kept in its ids, as EOS is: the tokens trained are the tokens sampled);
+        its text is cut before the string."""
         tok = self.tokenizer
-        if s.stop or not s.share_prefill:  # every sample a row of its own (generate's stop-string criteria need it)
+        if not s.share_prefill:  # every sample a row of its own
             texts, n = [t for t in texts for _ in range(n)], 1
         enc = tok(texts, return_tensors="pt", padding=True)
-        greedy = s.temperature == 0
-        kwargs = dict(max_new_tokens=s.max_tokens, do_sample=not greedy, pad_token_id=tok.pad_token_id,
-                      eos_token_id=stop_ids(self.model, tok), return_dict_in_generate=True, output_logits=True)
-        if not greedy:
-            kwargs.update(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k or None)
-        if s.stop:
-            kwargs.update(stop_strings=list(s.stop), tokenizer=tok)
         enc = {k: v.to(self.model.device) for k, v in enc.items()}
         eos = stop_ids(self.model, tok)  # EOS and a chat model's end-of-turn
-        if not s.stop:  # the loop that drops finished rows (decode.py); stop strings need generate's criteria
-            ids, lp, lengths, _, floors = decode.sample_kept(
-                self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens, eos, s.temperature, s.top_p,
-                s.top_k, repeats=n, draw=draw, share=s.share_prefill)
-            result = []
-            rows_floors = floors.tolist() if floors is not None else [()] * len(lengths)
-            for row, row_lp, row_floor, n in zip(ids.tolist(), lp.tolist(), rows_floors, lengths.tolist()):
-                row, row_lp = row[:n], row_lp[:n]
-                finish = "stop" if row and row[-1] in eos else "length"
-                result.append(Sample(tok.decode(row, skip_special_tokens=True), tuple(row), tuple(row_lp), finish,
-                                     floors=tuple(row_floor[:n])))
-            return result
-        with torch.no_grad():
-            out = self.model.generate(**enc, **kwargs)
-        new = out.sequences[:, enc["input_ids"].shape[1]:]  # (B, steps)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, steps, V): before generate's processors
-        if not greedy and s.temperature != 1.0:
-            logits = logits / s.temperature
-        cut = not greedy and decode.truncates(s.top_p, s.top_k)
-        if cut:  # the kept set generate drew from (its top-k, then top-p, on the tempered logits), and its floor
-            B, steps, V = logits.shape
-            kept = decode.truncate(logits.reshape(B * steps, V), s.top_p, s.top_k)
-            floor = decode.kept_floor(kept, logits.reshape(B * steps, V)).reshape(B, steps)
-            logits = kept.reshape(B, steps, V)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, steps)
+        ids, lp, lengths, _, floors = decode.sample_kept(
+            self.model, enc["input_ids"], enc["attention_mask"], s.max_tokens, eos, s.temperature, s.top_p,
+            s.top_k, repeats=n, draw=draw, share=s.share_prefill, stop_texts=s.stop, tokenizer=tok)
         result = []
-        for b in range(new.shape[0]):
-            ids = new[b].tolist()
-            lps = logp[b].tolist()
-            fls = floor[b].tolist() if cut else []
-            finish = "length"
-            ends = [j for j, t in enumerate(ids) if t in eos]
-            if ends:
-                end = ends[0] + 1
-                ids, lps, fls, finish = ids[:end], lps[:end], fls[:end], "stop"
-            text = tok.decode(ids, skip_special_tokens=True)
-            for st in s.stop:
-                j = text.find(st)
-                if j >= 0:
-                    text, finish = text[:j], "stop"
-                    # keep the tokens up to and including the one that completed the stop string
-                    keep = 0
-                    while keep < len(ids) and st not in tok.decode(ids[:keep + 1], skip_special_tokens=True):
-                        keep += 1
-                    ids, lps, fls = ids[:keep + 1], lps[:keep + 1], fls[:keep + 1]
-            result.append(Sample(text, tuple(ids), tuple(lps), finish, floors=tuple(fls)))
+        rows_floors = floors.tolist() if floors is not None else [()] * len(lengths)
+        for row, row_lp, row_floor, n in zip(ids.tolist(), lp.tolist(), rows_floors, lengths.tolist()):
+            row, row_lp = row[:n], row_lp[:n]
+            text, stopped = decode.cut_at_stop(tok.decode(row, skip_special_tokens=True), s.stop)
+            finish = "stop" if stopped or (row and row[-1] in eos) else "length"
+            result.append(Sample(text, tuple(row), tuple(row_lp), finish, floors=tuple(row_floor[:n])))
         return result
 
 

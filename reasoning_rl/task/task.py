@@ -32,6 +32,7 @@ from verifiers.prm import prm_term
 
 from ..config.sections import GRPOConfig, RLConfig, TaskConfig
 from ..errors import UserError
+from . import plain
 from .presets import DATA_SOURCES, PRESETS, Preset
 from .solutions import EXTRACTORS, boxed_target
 from .sources import column, has_column as _has, load_split_rows, split_by_hash
@@ -55,6 +56,7 @@ class Task:
     source: str  # for messages: the file, the Hub name, or "the embedded tasks"
     dropped: Counter = field(default_factory=Counter)  # reason -> rows dropped
     chat: bool = False  # set by render()
+    plain: str = ""  # set by render(): the plain template prompts are in (a model with no chat template), or ""
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -185,6 +187,8 @@ class Task:
         if tc.chat_template == "on" and not has_template:
             raise UserError("tasks.chat_template: value 'on' but the tokenizer has no chat template")
         self.chat = tc.chat_template == "on" or (tc.chat_template == "auto" and has_template)
+        self.plain = plain.plain_template(tc.plain_template, self.checked) if tc.chat_template == "auto" and \
+            not has_template else ""
         for split in ("train", "test"):
             kept = []
             for i, row in enumerate(getattr(self, split)):
@@ -231,7 +235,19 @@ class Task:
         if isinstance(raw, list):
             raise UserError(f"tasks.chat_template: {where} is a list of chat messages but the tokenizer has no chat "
                             "template (or tasks.chat_template=off); give a text prompt column or a model with one")
-        return "\n\n".join(m["content"] for m in messages)
+        text = "\n\n".join(m["content"] for m in messages)
+        return plain.fill(self.plain, text, where) if self.plain else text
+
+    def stops(self, given: Sequence[str] = ()) -> tuple[str, ...]:
+        """The stop strings of a run's completions: generation.stop (`given`) when set, else the plain template's cue
+        (task/plain.py) where prompts are in one, else none. After `render`."""
+        return tuple(given) or (plain.cue_stop(self.plain) if self.plain else ())
+
+    def note_format(self, name: str, given: Sequence[str] = (), log: Callable[[str], None] = lambda s: print(
+            s, file=sys.stderr)) -> None:
+        """One line when the model `name` has no chat template: the plain template and where completions stop."""
+        if self.plain:
+            log(plain.note(name, self.plain, self.stops(given)))
 
     # ------------------------------------------------------------ reward and scoring
     def reward(self, rl: RLConfig | None = None) -> verifiers.Reward:

@@ -115,13 +115,14 @@ def _setup(cfg: Config, algo: Algorithm, log, resume: bool, resume_changed: bool
     model = maybe_lora(model, cfg)  # with adapters, only they train and the reference is the base (no copy)
     if ranks.main:
         task.note_dropped(log)
+        task.note_format(cfg.model.name_or_path, cfg.generation.stop, log)
     ref = ranks.wrap_frozen(reference_of(model) if rl.beta > 0 else None)  # sharded too under FSDP2
     train_rows = task.train[:rl.train_prompts] if rl.train_prompts else task.train
     by_id = {r["prompt_id"]: r for r in train_rows}
     gen = cfg.generation
     # the tiny model's prompts are a few characters: sharing their pass saves nothing, and its published trajectory
     # was sampled without it (the float noise of another batch shape moves it after ~35 rounds)
-    sampling = SamplingConfig.of(gen, share_prefill=cfg.model.name_or_path != "tiny")
+    sampling = SamplingConfig.of(gen, share_prefill=cfg.model.name_or_path != "tiny", stop=task.stops(gen.stop))
     rounds = Rounds(rl, sampling, make_engine(cfg, rl, model, tok), task, reward, pool, by_id,
                     random.Random(cfg.seed + 7919))
     ledger_path = os.path.join(cfg.output_dir, "ledger.sqlite")

@@ -37,8 +37,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def build_hf_model(out: Path, corpus: list[str], vocab_size: int = 400, hidden: int = 64, layers: int = 2,
-                   arch: str = "qwen2", seed: int = 0) -> Path:
-    """Train a byte-level BPE tokenizer on `corpus`, build a small `arch` (qwen2 | llama) model, save both."""
+                   arch: str = "qwen2", seed: int = 0, chat: bool = True) -> Path:
+    """Train a byte-level BPE tokenizer on `corpus`, build a small `arch` (qwen2 | llama) model, save both. `chat`
+    False: a base model (no chat template; its EOS <|endoftext|>)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -49,9 +50,10 @@ def build_hf_model(out: Path, corpus: list[str], vocab_size: int = 400, hidden: 
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  additional_special_tokens=["<|im_start|>"])
-    tok.chat_template = CHATML
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>" if chat else "<|endoftext|>",
+                                  pad_token="<|endoftext|>", additional_special_tokens=["<|im_start|>"])
+    if chat:
+        tok.chat_template = CHATML
     torch.manual_seed(seed)
     kw = dict(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
