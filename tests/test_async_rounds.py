@@ -66,6 +66,41 @@ def test_worker_engine_samples_as_hf_does_and_follows_pushes(tiny, tmp_path):
         engine.close()
 
 
+@pytest.mark.timeout(300)
+def test_worker_engine_samples_a_lora_policy_as_hf_does_and_follows_its_pushes(tmp_path):
+    """With adapters the process holds the merged model (models/lora.py merged_state): it samples what the hf
+    engine samples from the PEFT model itself, before and after the adapters move."""
+    from reasoning_rl.models.lora import maybe_lora
+
+    cfg = config.load(Config, overrides=["model.sft_warm_start=false", "model.lora.r=4", "model.lora.alpha=8"])
+    model, tok = build_tiny(cfg)
+    model = maybe_lora(model, cfg)
+    s = SamplingConfig(temperature=1.0, max_tokens=10, seed=7)
+
+    def same(a, b):
+        return all(x.token_ids == y.token_ids and max((abs(p - q) for p, q in zip(x.logprobs, y.logprobs)),
+                                                       default=0.0) < 1e-4 for ga, gb in zip(a, b)
+                   for x, y in zip(ga.samples, gb.samples))
+
+    def move_adapters():
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "lora_" in n:
+                    p.add_(0.5 * torch.randn_like(p))
+
+    move_adapters()  # B starts at zero: moved first, so the merge is not the base alone
+    engine = WorkerEngine(model, tok, str(tmp_path))
+    try:
+        before = engine.generate(ROWS, 4, s)
+        assert same(before, HFEngine(model, tok).generate(ROWS, 4, s))
+        move_adapters()
+        engine.update_weights(model)
+        after = engine.generate(ROWS, 4, s)
+        assert same(after, HFEngine(model, tok).generate(ROWS, 4, s)) and not same(after, before)
+    finally:
+        engine.close()
+
+
 def _cfg(tmp_path, name, *extra):
     return config.load(Config, overrides=[
         f"output_dir={tmp_path / name}", "model.sft_warm_start=false", "model.tiny.num_layers=1",

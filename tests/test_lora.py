@@ -179,3 +179,26 @@ def test_adapters_trained_on_a_merged_model_are_saved_with_it(tmp_path):
     loaded, _ = load_policy(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name_or_path=final)))
     ids = tok(["12+7=", "3*4="], return_tensors="pt", padding=True)["input_ids"]
     assert torch.allclose(_logits(loaded, ids), _logits(second.eval(), ids), atol=1e-4)
+
+
+def test_merged_state_is_merge_and_unloads_model_without_a_copy():
+    """What the worker engine loads with adapters: the PEFT state merged by name equals peft's own merge, tensor by
+    tensor (B perturbed, so the adapters change every weight they touch)."""
+    import copy
+
+    from reasoning_rl.models.lora import merged_state, scalings
+
+    cfg = config.load(Config, overrides=SMALL)
+    base, _ = load_policy(cfg)
+    model = maybe_lora(base, cfg)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.1)
+    theirs = copy.deepcopy(model).merge_and_unload().state_dict()
+    ours = merged_state(model.state_dict(), scalings(model))
+    assert set(ours) == set(theirs) and scalings(model)
+    for k in theirs:
+        torch.testing.assert_close(ours[k], theirs[k], rtol=0, atol=1e-6)  # float32 products of the same operands
+    plain = merged_state(model.state_dict(), {k: 0.0 for k in scalings(model)})  # the base's own weights
+    assert [k for k in theirs if not torch.equal(theirs[k], plain[k])]  # the adapters moved some weights

@@ -294,6 +294,11 @@ class DPOConfig:
     group_size: int = knob(8, "completions per prompt when pairs are sampled fresh from the model", min=2)
     sample_prompts: int = knob(1000, "train prompts sampled for fresh pairs", min=1)
 
+    def __post_init__(self) -> None:
+        if self.beta == 0:
+            raise ConfigError("dpo.beta: value 0 makes every pair's loss -log sigmoid(0) = log 2 whatever the model "
+                              "does, so nothing trains; DPO's beta is > 0 (0.1 is usual)")
+
 
 @dataclass(frozen=True)
 class RecipeConfig:

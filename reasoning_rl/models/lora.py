@@ -9,6 +9,8 @@
                                  model in final/merged only when asked (model.lora.save_merged); a base built in code
                                  (no folder to merge into later): merged in final/, the adapters in final/adapter
     trained_state(model) / load_trained_state(model, state)   what a checkpoint holds: with adapters, only them
+    scalings(model), merged_state(state, scale)    a PEFT model's state as its base model's, the adapters merged
+                                 in (what an engine with a full model of its own loads: the worker engine)
 
 Not here: which parameters an optimiser steps (those with requires_grad: peft freezes the base).
 """
@@ -114,6 +116,36 @@ def _save_weights(final: str, model, tok, merged: bool) -> None:
 def _base_name(model) -> str:
     """The folder or Hub name the adapters' base model was loaded from ("" for a model built in code)."""
     return next(iter(model.peft_config.values())).base_model_name_or_path or ""
+
+
+def scalings(model) -> dict[str, float]:
+    """Each adapted layer's LoRA scale (alpha / r; alpha / sqrt(r) with rsLoRA), by the layer's name in the PEFT
+    model's state dict; empty for a model without adapters."""
+    return {name: float(m.scaling["default"]) for name, m in model.named_modules()
+            if isinstance(getattr(m, "scaling", None), dict) and "default" in m.scaling}
+
+
+def merged_state(state: dict, scale: dict[str, float]) -> dict:
+    """A PEFT model's state dict (`state`: a live model's or a snapshot's) as its base model's, each adapted weight
+    merged: W' = W + scale * B @ A, W (out, in), B (out, r), A (r, in); the adapter tensors left out and the base
+    model's names restored (no base_model.model. prefix, no .base_layer). What merge_and_unload's model holds,
+    without copying the model."""
+    prefix, out = "base_model.model.", {}
+    for key, t in state.items():
+        if ".lora_" in key:
+            continue
+        name = key.removeprefix(prefix)
+        if ".base_layer." in key:
+            layer = key.split(".base_layer.")[0]
+            name = name.replace(".base_layer.", ".")
+            if key.endswith(".base_layer.weight"):
+                delta = state[f"{layer}.lora_B.default.weight"].float() @ state[f"{layer}.lora_A.default.weight"].float()
+                if delta.shape != t.shape:  # a layer that stores its weight transposed (fan_in_fan_out)
+                    raise ValueError(f"merged_state: {layer}: B @ A is {tuple(delta.shape)}, the weight "
+                                     f"{tuple(t.shape)}")
+                t = (t.float() + scale[layer] * delta).to(t.dtype)
+        out[name] = t
+    return out
 
 
 def trained_state(model) -> dict:

@@ -14,11 +14,13 @@ place; the file is removed once it is loaded. Requests and answers go over a pip
 A generation process that dies, or a request that raises in it, is a `RolloutError` naming what
 happened, never an empty round. An interrupt while a request is in flight kills the process (its
 answer would be owed to nobody); a later call says so.
-Not here: several generation processes, LoRA adapters (the process loads a full model), a device
-other than the trainer's.
+With LoRA adapters the process holds the merged model: the adapters are merged into their base once at the start
+and at each push (models/lora.py merged_state), so it samples from the policy the trainer trains.
+Not here: several generation processes, pushing the adapters alone, a device other than the trainer's.
 """
 from __future__ import annotations
 
+import copy
 import multiprocessing as mp
 import os
 import shutil
@@ -28,9 +30,20 @@ from typing import Sequence
 
 from verifiers.process_backend import main_module_hidden
 
+from ..models.lora import is_lora, merged_state, scalings
 from ..types import Group
 from .base import PromptRow, SamplingConfig, as_rows, save_state
 from .openai import RolloutError
+
+
+class _Merged:
+    """A merged state dict as `save_state` reads a model."""
+
+    def __init__(self, state: dict) -> None:
+        self.state = state
+
+    def state_dict(self) -> dict:
+        return self.state
 
 
 def _serve(conn, init_dir: str, tokenizer, num_threads: int, device: str, trust_remote_code: bool) -> None:
@@ -77,15 +90,13 @@ def _serve(conn, init_dir: str, tokenizer, num_threads: int, device: str, trust_
 class WorkerEngine:
     def __init__(self, model, tokenizer, workdir: str, num_threads: int = 1, device: str = "cpu",
                  trust_remote_code: bool = False, start_timeout: float = 600.0) -> None:
-        if hasattr(model, "peft_config"):
-            raise ValueError("worker engine: LoRA adapters are not supported (the generation process loads a full "
-                             "model); use engine=hf, or merge the adapters first")
         if tokenizer.pad_token_id is None:
             raise ValueError("worker engine: the tokenizer has no pad token; set tokenizer.pad_token")
         self.workdir = workdir
+        self.scale = scalings(model) if is_lora(model) else {}  # with adapters: merged into each push
         init = os.path.join(workdir, "init")
         shutil.rmtree(init, ignore_errors=True)
-        model.save_pretrained(init)
+        (copy.deepcopy(model).merge_and_unload() if self.scale else model).save_pretrained(init)
         self.pushes = 0
         ctx = mp.get_context("spawn")  # a fresh interpreter: no copy of the trainer's threads or CUDA state
         self.conn, child = ctx.Pipe()
@@ -137,7 +148,7 @@ class WorkerEngine:
     def update_weights(self, model) -> None:
         """Have the process load `model`'s state (anything with `state_dict()`: a model or a snapshot)."""
         path = os.path.join(self.workdir, f"weights-{self.pushes + 1}.safetensors")
-        save_state(model, path)
+        save_state(_Merged(merged_state(model.state_dict(), self.scale)) if self.scale else model, path)
         try:
             self._call(("load", path))
         finally:
