@@ -83,7 +83,9 @@ CASES = [
     (["train", "grpo", "--set", "model.name_or_path=/no/such/dir", "--set", "output_dir={dir}/r0"], "model.name_or_path"),
     (["eval", "--set", "model.name_or_path={dir}/m.gguf", "--dataset", "{ok}"], "ends in .gguf but is not a file"),
     (["eval", "--set", "model.gguf_file=m.gguf", "--dataset", "{ok}"], "model.gguf_file: value 'm.gguf' needs"),
-    (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['smollm2-135m-instruct'])"),
+    (["demo", "--model", "nope"], "demo --model: value 'nope' has no demo (choose from ['gemma3-270m', "
+                                  "'smollm2-135m-instruct'])"),
+    (["train", "dpo", "--pairs", "{ok}", "--set", "dpo.beta=0"], "dpo.beta: value 0 makes every pair's loss"),
     (["demo", "--set", "grpo.eval_at_end=false"], "demo: grpo.eval_at_end: value false leaves the demo nothing"),
     (["demo", "--tools"], "demo --tools: give --model (choose from ['smollm2-135m-instruct'])"),
     (["demo", "--traces", "8"], "demo --traces: value 8 needs --tools"),
