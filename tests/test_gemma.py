@@ -61,8 +61,10 @@ def test_completions_stop_at_the_plain_templates_cue_and_the_kernels_agree(gemma
 def test_one_grpo_round_with_lora_and_a_reference_then_eval(tmp_path):
     data = write_jsonl(tmp_path / "train.jsonl", gsm8k_rows(24))
     out = tmp_path / "run"
+    # the packed kernels named, not measured (auto's measurement on this model is most of a minute; the test above
+    # checks that packed and eager decode alike)
     common = ["--dataset", str(data), "--preset", "gsm8k", "--set", f"model.name_or_path={NAME}",
-              "--set", "generation.max_tokens=24"]
+              "--set", "generation.max_tokens=24", "--set", "generation.cpu_decode=packed"]
     r = _cli("train", "grpo", *common, "--set", f"output_dir={out}", "--set", "model.lora.r=8", "--set", "grpo.beta=0.04",
              "--set", "grpo.steps=1", "--set", "grpo.prompts_per_step=2", "--set", "grpo.group_size=4",
              "--set", "grpo.filter_mixed=false", "--set", "grpo.eval_every=0", "--set", "grpo.checkpoint_every=0",
