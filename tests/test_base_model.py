@@ -82,3 +82,21 @@ def test_eval_of_a_base_model_says_its_template_and_that_nothing_ended(tmp_path,
     assert "has no chat template: prompts in tasks.plain_template '{prompt}\\nA:'; no stop string" in r.stderr
     assert "note: every completion was cut at generation.max_tokens=6 (none ended)" in r.stderr
     assert "no stop string is set" in r.stderr
+
+
+def test_a_base_models_plain_template_and_stop_travel_with_its_final_folder(tmp_path):
+    """A model trained in a plain template is evaluated in it: final/prompt_format.json carries the template and the
+    stop strings, and a command that loads the folder takes them unless it sets its own."""
+    from reasoning_rl import config
+    from reasoning_rl.config import prompt_format
+    from reasoning_rl.config.sections import Config
+
+    trained = config.load(Config, overrides=["tasks.plain_template=Problem: {prompt}\nSolution:",
+                                             "generation.stop=[\"\\nProblem:\", \"\\n\\n\"]"])
+    prompt_format.write(str(tmp_path), trained)
+    later = config.load(Config, overrides=[f"model.name_or_path={tmp_path}"])
+    cfg, note = prompt_format.adopt(later, given=set())
+    assert cfg.tasks.plain_template == "Problem: {prompt}\nSolution:"
+    assert cfg.generation.stop == ("\nProblem:", "\n\n") and "tasks.plain_template=" in note
+    own, note = prompt_format.adopt(later, given={"generation.stop"})
+    assert own.generation.stop == () and "this command's own generation.stop" in note

@@ -8,8 +8,8 @@
 
 A model fine-tuned on `system prompt + question + instruction` through its chat template, with completions of a
 certain length (and, trained in episodes with a tool, with that tool at hand), answers best when asked the same way. `reasoning-rl eval --set model.name_or_path=RUN/final` on
-another data set therefore takes the system prompt, instruction, template, chat-template switch and completion
-length from `RUN/final/prompt_format.json` unless the command gives them (a config file, `--set`), and says in one
+another data set therefore takes the system prompt, instruction, template, chat-template switch (a base model's
+plain template and stop strings) and completion length from `RUN/final/prompt_format.json` unless the command gives them (a config file, `--set`), and says in one
 line which it used. Not here: rendering a prompt (task/task.py), saving the model (models/lora.py).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .knobs import ConfigError, from_dict, to_dict
 FILE = "prompt_format.json"
 # what shapes the text the model sees and the length it may answer in
 FORMAT_KEYS = ("tasks.system_prompt", "tasks.instruction", "tasks.template", "tasks.chat_template",
-               "generation.max_tokens", "generation.stop",
+               "tasks.plain_template", "generation.max_tokens", "generation.stop",
                # a model trained in episodes with a tool answers in them: evaluations run the same environment
                "grpo.environment", "grpo.tool_format", "grpo.max_turns", "grpo.max_tool_calls",
                "grpo.max_episode_tokens")
