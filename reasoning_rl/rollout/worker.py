@@ -20,7 +20,6 @@ Not here: several generation processes, pushing the adapters alone, a device oth
 """
 from __future__ import annotations
 
-import copy
 import multiprocessing as mp
 import os
 import shutil
@@ -96,7 +95,10 @@ class WorkerEngine:
         self.scale = scalings(model) if is_lora(model) else {}  # with adapters: merged into each push
         init = os.path.join(workdir, "init")
         shutil.rmtree(init, ignore_errors=True)
-        (copy.deepcopy(model).merge_and_unload() if self.scale else model).save_pretrained(init)
+        if self.scale:  # the base model's config with the merged weights: the same merge every push makes
+            model.get_base_model().save_pretrained(init, state_dict=merged_state(model.state_dict(), self.scale))
+        else:
+            model.save_pretrained(init)
         self.pushes = 0
         ctx = mp.get_context("spawn")  # a fresh interpreter: no copy of the trainer's threads or CUDA state
         self.conn, child = ctx.Pipe()
